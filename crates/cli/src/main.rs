@@ -1,0 +1,37 @@
+//! The `headroom` command: one front end over the simulator, the testbed and the socket tools.
+
+use clap::{Parser, Subcommand};
+
+mod probe;
+mod testbed;
+
+#[derive(Parser, Debug)]
+#[command(name = "headroom", version, about = "Measure the available bandwidth of a path and transport data according to it")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Emulated networks from Linux network namespaces.
+    #[command(subcommand)]
+    Testbed(testbed::TestbedCmd),
+    /// Estimate the available bandwidth to a `headroom serve` peer.
+    Probe(probe::ProbeArgs),
+    /// Answer probe clients.
+    Serve(probe::ServeArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Testbed(c) => testbed::run(c),
+        Cmd::Probe(a) => probe::run_probe(a),
+        Cmd::Serve(a) => probe::run_serve(a),
+    };
+    if let Err(e) = r {
+        eprintln!("headroom: error: {e:#}");
+        std::process::exit(1);
+    }
+}

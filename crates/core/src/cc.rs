@@ -1,0 +1,218 @@
+//! The sans-IO congestion-control interface that every TCP sender in headroom drives: the
+//! simulator's TCP, the BPF `struct_ops` port and the inline-measurement sender on sockets.
+//!
+//! # Division of labour
+//!
+//! The *sender* owns the mechanics: sequence numbers, the retransmission queue, duplicate-ACK
+//! counting, the retransmission timer (RFC 6298), Karn's rule, the receive window. The
+//! *controller* ([`CongestionControl`]) owns the policy: how the congestion window (`cwnd`) and the
+//! slow-start threshold move, when fast retransmit happens (Reno waits for the third duplicate
+//! ACK), what a partial ACK in fast recovery means (Reno leaves recovery, NewReno retransmits
+//! the next hole, RFC 6582), an optional third window that caps the send window (ImTCP-bg's
+//! `maxcwnd`, BECC's `bandwidth_window`) and an optional pacing rate.
+//!
+//! The sender feeds events:
+//! - [`CongestionControl::on_ack`] for every ACK, new or duplicate, with its arrival time,
+//!   the bytes newly acknowledged, an RTT sample (from the TCP timestamps option, or from Karn's
+//!   rule without it), the run of duplicate ACKs and a delivery-rate sample;
+//! - [`CongestionControl::on_timeout`] when the retransmission timer fires;
+//! - [`CongestionControl::on_timer`] at the instant the controller asked for with
+//!   [`CongestionControl::next_timer`] (BECC's 30 ms and 1.5 s timers);
+//! - [`CongestionControl::on_sent`] for every segment that leaves.
+//!
+//! and reads the decision back with [`CongestionControl::window`]: send window =
+//! min(receiver window, cwnd, ceiling). A cwnd below one segment (TCP Nice lets it fall to 1/48)
+//! is legal: the sender then sends one segment every `mss / cwnd` smoothed RTTs.
+//!
+//! Below TCP sits an optional [`SendBuffer`] (ImTCP's "ImTCP buffer"): segments released by the
+//! window go into it and it decides when each one leaves; it sees every ACK's arrival time.
+
+use crate::units::{Bytes, Dur, Rate, Time};
+
+/// One ACK as the sender saw it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AckEvent {
+    /// Arrival time of the ACK at the sender.
+    pub now: Time,
+    /// Cumulative acknowledgement (next byte expected by the receiver).
+    pub ack: u64,
+    /// Bytes newly acknowledged by this ACK (0 for a duplicate ACK).
+    pub newly_acked: Bytes,
+    /// Consecutive duplicate ACKs including this one (0 when this ACK acknowledged new data).
+    pub dup_acks: u32,
+    /// RTT sample carried by this ACK (TCP timestamps echo, or Karn-valid sample).
+    pub rtt: Option<Dur>,
+    /// Smoothed RTT of the sender after this sample (RFC 6298 `SRTT`).
+    pub srtt: Option<Dur>,
+    /// Smallest RTT sample seen on the connection.
+    pub min_rtt: Option<Dur>,
+    /// Delivery-rate sample: bytes delivered between the send of the acknowledged segment and
+    /// this ACK, divided by the elapsed time (None when not measurable).
+    pub delivery_rate: Option<Rate>,
+    /// Bytes in flight after this ACK was processed.
+    pub in_flight: Bytes,
+    /// Highest sequence number sent so far (`snd_max`); NewReno's `recover` point.
+    pub snd_max: u64,
+    /// Sender maximum segment size.
+    pub mss: Bytes,
+}
+
+/// What the controller asks the sender to do about an ACK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckAction {
+    /// Nothing beyond sending whatever the new window allows.
+    None,
+    /// Enter fast recovery: retransmit the first unacknowledged segment now.
+    FastRetransmit,
+    /// A partial ACK during recovery (NewReno): retransmit the first unacknowledged segment and
+    /// stay in recovery.
+    RetransmitHole,
+}
+
+/// The windows the controller decides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    /// Congestion window in bytes; may be smaller than one segment.
+    pub cwnd: Bytes,
+    /// Slow-start threshold.
+    pub ssthresh: Bytes,
+    /// A third window capping the send window (ImTCP-bg maxcwnd, BECC bandwidth window);
+    /// `None` means unlimited.
+    pub ceiling: Option<Bytes>,
+    /// Pacing rate; `None` sends as fast as the window allows (ACK clocking).
+    pub pacing_rate: Option<Rate>,
+}
+
+impl Window {
+    /// The send window: min(receiver window, cwnd, ceiling).
+    pub fn send_window(&self, receiver_window: Bytes) -> Bytes {
+        let w = self.cwnd.min(receiver_window);
+        match self.ceiling {
+            Some(c) => w.min(c),
+            None => w,
+        }
+    }
+}
+
+/// A segment leaving the sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SentEvent {
+    pub now: Time,
+    pub seq: u64,
+    pub len: Bytes,
+    pub retransmission: bool,
+    pub in_flight: Bytes,
+}
+
+/// A congestion controller: a state machine fed with the sender's events.
+pub trait CongestionControl {
+    /// Short name ("reno", "newreno", "becc", ...).
+    fn name(&self) -> &'static str;
+    /// Called for every ACK (new or duplicate).
+    fn on_ack(&mut self, ev: &AckEvent) -> AckAction;
+    /// The retransmission timer fired; `in_flight` is what was outstanding.
+    fn on_timeout(&mut self, now: Time, in_flight: Bytes);
+    /// A segment left the sender.
+    fn on_sent(&mut self, _ev: &SentEvent) {}
+    /// The controller's own timer, at the instant returned by [`Self::next_timer`].
+    fn on_timer(&mut self, _now: Time) {}
+    /// When the controller next wants [`Self::on_timer`]; `None` for never.
+    fn next_timer(&self) -> Option<Time> {
+        None
+    }
+    /// The current windows.
+    fn window(&self) -> Window;
+    /// Whether the controller is in fast recovery.
+    fn in_recovery(&self) -> bool;
+    /// Bytes of per-connection state this controller keeps (reported by experiments).
+    fn state_size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+}
+
+impl<T: CongestionControl + ?Sized> CongestionControl for Box<T> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn on_ack(&mut self, ev: &AckEvent) -> AckAction {
+        (**self).on_ack(ev)
+    }
+    fn on_timeout(&mut self, now: Time, in_flight: Bytes) {
+        (**self).on_timeout(now, in_flight)
+    }
+    fn on_sent(&mut self, ev: &SentEvent) {
+        (**self).on_sent(ev)
+    }
+    fn on_timer(&mut self, now: Time) {
+        (**self).on_timer(now)
+    }
+    fn next_timer(&self) -> Option<Time> {
+        (**self).next_timer()
+    }
+    fn window(&self) -> Window {
+        (**self).window()
+    }
+    fn in_recovery(&self) -> bool {
+        (**self).in_recovery()
+    }
+    fn state_size(&self) -> usize {
+        (**self).state_size()
+    }
+}
+
+/// A data segment as the send buffer sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub seq: u64,
+    pub len: Bytes,
+    pub retransmission: bool,
+}
+
+/// A sender-side packet buffer below TCP (ImTCP §3.1's "ImTCP buffer", a FIFO).
+///
+/// TCP *releases* a segment into the buffer when its window allows; the buffer decides when the
+/// segment actually leaves. It may hold segments and send them at times it chooses (to shape
+/// them into probe streams) and it sees every ACK's arrival time. The driver loop is:
+///
+/// 1. [`SendBuffer::release`] each segment TCP lets go;
+/// 2. at any time, repeatedly [`SendBuffer::poll_transmit`] and send what it returns;
+/// 3. wake up at [`SendBuffer::next_wakeup`] and poll again;
+/// 4. report ACK arrivals with [`SendBuffer::on_ack`] and fast retransmits / timeouts with
+///    [`SendBuffer::on_retransmit`].
+///
+/// The buffer must never lose a segment: everything released is eventually returned.
+pub trait SendBuffer {
+    /// TCP released a segment at `now`.
+    fn release(&mut self, now: Time, seg: Segment);
+    /// The next segment to transmit now, if any is due.
+    fn poll_transmit(&mut self, now: Time) -> Option<Segment>;
+    /// When the buffer next wants to be polled (`None`: only after the next event).
+    fn next_wakeup(&self) -> Option<Time>;
+    /// An ACK arrived.
+    fn on_ack(&mut self, _ev: &AckEvent) {}
+    /// TCP retransmits (fast retransmit or timeout); ImTCP flushes and pauses measuring.
+    fn on_retransmit(&mut self, _now: Time) {}
+    /// Segments currently held.
+    fn held(&self) -> usize;
+}
+
+/// The transparent buffer: every segment leaves as soon as it is released.
+#[derive(Debug, Default)]
+pub struct PassThrough {
+    queue: std::collections::VecDeque<Segment>,
+}
+
+impl SendBuffer for PassThrough {
+    fn release(&mut self, _now: Time, seg: Segment) {
+        self.queue.push_back(seg);
+    }
+    fn poll_transmit(&mut self, _now: Time) -> Option<Segment> {
+        self.queue.pop_front()
+    }
+    fn next_wakeup(&self) -> Option<Time> {
+        None
+    }
+    fn held(&self) -> usize {
+        self.queue.len()
+    }
+}

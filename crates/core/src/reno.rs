@@ -1,0 +1,266 @@
+//! TCP Reno (RFC 5681) and NewReno (RFC 6582) congestion control.
+//!
+//! Slow start grows `cwnd` by one segment per ACK that acknowledges new data (by the bytes
+//! acknowledged when fewer than a segment, RFC 5681 §3.1 with L = 1 SMSS), congestion avoidance
+//! by `mss * mss / cwnd` per such ACK (about one segment per RTT; with delayed ACKs about half
+//! that, as in ns-2 and the RFC's per-ACK rule). The third duplicate ACK triggers fast
+//! retransmit: `ssthresh = max(FlightSize / 2, 2 * SMSS)`, `cwnd = ssthresh + 3 * SMSS`, and every
+//! further duplicate ACK inflates `cwnd` by one segment.
+//!
+//! The two variants differ only in what ends fast recovery:
+//! - **Reno** leaves it on the first ACK of new data, partial or not, deflating `cwnd` to
+//!   `ssthresh`. With several losses in one window it must collect three fresh duplicate ACKs per
+//!   further loss, halving each time, and usually ends in a retransmission timeout: the
+//!   "intermittent transfer" that BECC (Kugimoto & Amagai 1997, §2) describes.
+//! - **NewReno** (RFC 6582 §3.2) remembers `recover = snd_max` on entry. A partial ACK
+//!   (below `recover`) retransmits the next hole, deflates `cwnd` by the bytes acknowledged and adds
+//!   back one segment, and stays in recovery; a full ACK sets `cwnd = min(ssthresh, FlightSize +
+//!   SMSS)` (the RFC's option 1). Duplicate ACKs whose cumulative ACK does not pass the previous
+//!   `recover` do not start a new recovery (the RFC's "careful" variant).
+//!
+//! A retransmission timeout sets `ssthresh = max(FlightSize / 2, 2 * SMSS)` and `cwnd` to one
+//! segment (the loss window), and leaves recovery.
+//!
+//! Choices the RFCs leave open: the initial window defaults to 2 segments (RFC 5681 allows up to
+//! 4; ns-2 uses 1, which a scenario can select); the initial `ssthresh` is unlimited.
+
+use crate::cc::{AckAction, AckEvent, CongestionControl, SentEvent, Window};
+use crate::units::{Bytes, Time};
+
+/// Which fast-recovery rule ends recovery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    Reno,
+    NewReno,
+}
+
+/// Parameters of [`Reno`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RenoConfig {
+    pub mss: Bytes,
+    /// Initial window in segments.
+    pub initial_window: u32,
+    /// Initial slow-start threshold (`None`: unlimited).
+    pub initial_ssthresh: Option<Bytes>,
+}
+
+impl Default for RenoConfig {
+    fn default() -> Self {
+        RenoConfig { mss: Bytes(1460), initial_window: 2, initial_ssthresh: None }
+    }
+}
+
+/// Reno / NewReno controller state.
+#[derive(Clone, Debug)]
+pub struct Reno {
+    variant: Recovery,
+    mss: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    in_recovery: bool,
+    /// NewReno's `recover`: `snd_max` when recovery (or the last timeout) began.
+    recover: u64,
+    /// Highest sequence number sent, learned from [`CongestionControl::on_sent`].
+    snd_max: u64,
+}
+
+impl Reno {
+    pub fn new(variant: Recovery, cfg: RenoConfig) -> Reno {
+        let mss = cfg.mss.0.max(1);
+        Reno {
+            variant,
+            mss,
+            cwnd: mss * cfg.initial_window.max(1) as u64,
+            ssthresh: cfg.initial_ssthresh.map_or(u64::MAX / 4, |b| b.0.max(2 * mss)),
+            in_recovery: false,
+            recover: 0,
+            snd_max: 0,
+        }
+    }
+    pub fn reno(cfg: RenoConfig) -> Reno {
+        Reno::new(Recovery::Reno, cfg)
+    }
+    pub fn newreno(cfg: RenoConfig) -> Reno {
+        Reno::new(Recovery::NewReno, cfg)
+    }
+    pub fn variant(&self) -> Recovery {
+        self.variant
+    }
+    pub fn cwnd(&self) -> Bytes {
+        Bytes(self.cwnd)
+    }
+    pub fn ssthresh(&self) -> Bytes {
+        Bytes(self.ssthresh)
+    }
+    /// Overrides `cwnd` (for controllers built on Reno that rescale it, e.g. ImTCP-bg's
+    /// `cwnd × RTT_min / RTT_cur`). Never below one byte.
+    pub fn set_cwnd(&mut self, cwnd: Bytes) {
+        self.cwnd = cwnd.0.max(1);
+    }
+
+    fn halve(&self, in_flight: Bytes) -> u64 {
+        (in_flight.0 / 2).max(2 * self.mss)
+    }
+
+    fn grow(&mut self, newly_acked: u64) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd += newly_acked.min(self.mss);
+        } else {
+            self.cwnd += (self.mss * self.mss / self.cwnd).max(1);
+        }
+    }
+}
+
+impl CongestionControl for Reno {
+    fn name(&self) -> &'static str {
+        match self.variant {
+            Recovery::Reno => "reno",
+            Recovery::NewReno => "newreno",
+        }
+    }
+
+    fn on_ack(&mut self, ev: &AckEvent) -> AckAction {
+        self.snd_max = self.snd_max.max(ev.snd_max);
+        if ev.newly_acked.0 == 0 {
+            if self.in_recovery {
+                self.cwnd += self.mss;
+                return AckAction::None;
+            }
+            if ev.dup_acks == 3 {
+                // RFC 6582 §3.2 step 2: only when the cumulative ACK passed the last recover.
+                if self.variant == Recovery::NewReno && ev.ack <= self.recover && self.recover != 0 {
+                    return AckAction::None;
+                }
+                // FlightSize: what was outstanding when the loss was detected.
+                self.ssthresh = self.halve(ev.in_flight);
+                self.cwnd = self.ssthresh + 3 * self.mss;
+                self.in_recovery = true;
+                self.recover = ev.snd_max;
+                return AckAction::FastRetransmit;
+            }
+            return AckAction::None;
+        }
+        if self.in_recovery {
+            match self.variant {
+                Recovery::Reno => {
+                    self.cwnd = self.ssthresh;
+                    self.in_recovery = false;
+                }
+                Recovery::NewReno => {
+                    if ev.ack >= self.recover {
+                        self.cwnd = self.ssthresh.min(ev.in_flight.0 + self.mss);
+                        self.cwnd = self.cwnd.max(self.mss);
+                        self.in_recovery = false;
+                    } else {
+                        // Partial ACK: deflate by what was acked, add back one segment.
+                        self.cwnd = self.cwnd.saturating_sub(ev.newly_acked.0);
+                        if ev.newly_acked.0 >= self.mss {
+                            self.cwnd += self.mss;
+                        }
+                        self.cwnd = self.cwnd.max(self.mss);
+                        return AckAction::RetransmitHole;
+                    }
+                }
+            }
+            return AckAction::None;
+        }
+        self.grow(ev.newly_acked.0);
+        AckAction::None
+    }
+
+    fn on_timeout(&mut self, _now: Time, in_flight: Bytes) {
+        self.ssthresh = self.halve(in_flight);
+        self.cwnd = self.mss;
+        self.in_recovery = false;
+        self.recover = self.snd_max;
+    }
+
+    fn on_sent(&mut self, ev: &SentEvent) {
+        self.snd_max = self.snd_max.max(ev.seq + ev.len.0);
+    }
+
+    fn window(&self) -> Window {
+        Window { cwnd: Bytes(self.cwnd), ssthresh: Bytes(self.ssthresh), ceiling: None, pacing_rate: None }
+    }
+
+    fn in_recovery(&self) -> bool {
+        self.in_recovery
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(ack: u64, newly: u64, dup: u32, flight: u64, snd_max: u64) -> AckEvent {
+        AckEvent {
+            ack,
+            newly_acked: Bytes(newly),
+            dup_acks: dup,
+            in_flight: Bytes(flight),
+            snd_max,
+            mss: Bytes(1000),
+            ..Default::default()
+        }
+    }
+
+    fn cfg() -> RenoConfig {
+        RenoConfig { mss: Bytes(1000), initial_window: 2, initial_ssthresh: None }
+    }
+
+    #[test]
+    fn slow_start_then_avoidance() {
+        let mut r = Reno::reno(RenoConfig { initial_ssthresh: Some(Bytes(4000)), ..cfg() });
+        r.on_ack(&ack(1000, 1000, 0, 1000, 2000));
+        r.on_ack(&ack(2000, 1000, 0, 2000, 4000));
+        assert_eq!(r.cwnd(), Bytes(4000));
+        r.on_ack(&ack(3000, 1000, 0, 3000, 6000));
+        assert_eq!(r.cwnd(), Bytes(4250), "congestion avoidance adds mss*mss/cwnd");
+    }
+
+    #[test]
+    fn third_dup_ack_halves_and_inflates() {
+        let mut r = Reno::reno(cfg());
+        r.set_cwnd(Bytes(20_000));
+        assert_eq!(r.on_ack(&ack(5000, 0, 1, 20_000, 25_000)), AckAction::None);
+        assert_eq!(r.on_ack(&ack(5000, 0, 2, 20_000, 25_000)), AckAction::None);
+        assert_eq!(r.on_ack(&ack(5000, 0, 3, 20_000, 25_000)), AckAction::FastRetransmit);
+        assert_eq!(r.ssthresh(), Bytes(10_000));
+        assert_eq!(r.cwnd(), Bytes(13_000));
+        r.on_ack(&ack(5000, 0, 4, 20_000, 25_000));
+        assert_eq!(r.cwnd(), Bytes(14_000));
+        // Reno leaves recovery on a partial ACK.
+        assert_eq!(r.on_ack(&ack(8000, 3000, 0, 17_000, 25_000)), AckAction::None);
+        assert!(!r.in_recovery());
+        assert_eq!(r.cwnd(), Bytes(10_000));
+    }
+
+    #[test]
+    fn newreno_partial_ack_retransmits_hole_and_stays() {
+        let mut r = Reno::newreno(cfg());
+        r.set_cwnd(Bytes(20_000));
+        for d in 1..=3 {
+            r.on_ack(&ack(5000, 0, d, 20_000, 25_000));
+        }
+        assert!(r.in_recovery());
+        assert_eq!(r.on_ack(&ack(8000, 3000, 0, 17_000, 25_000)), AckAction::RetransmitHole);
+        assert!(r.in_recovery());
+        assert_eq!(r.on_ack(&ack(25_000, 17_000, 0, 0, 25_000)), AckAction::None);
+        assert!(!r.in_recovery());
+        assert_eq!(r.cwnd(), Bytes(1000), "full ACK: min(ssthresh, flight + mss)");
+    }
+
+    #[test]
+    fn newreno_ignores_dup_acks_below_recover() {
+        let mut r = Reno::newreno(cfg());
+        r.set_cwnd(Bytes(20_000));
+        r.on_sent(&SentEvent { now: Time(0), seq: 24_000, len: Bytes(1000), retransmission: false, in_flight: Bytes(0) });
+        r.on_timeout(Time(1), Bytes(20_000));
+        assert_eq!(r.cwnd(), Bytes(1000));
+        assert_eq!(r.ssthresh(), Bytes(10_000));
+        for d in 1..=3 {
+            assert_eq!(r.on_ack(&ack(6000, 0, d, 5000, 25_000)), AckAction::None);
+        }
+        assert!(!r.in_recovery());
+    }
+}
