@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod probe;
+mod sim;
 mod testbed;
 
 #[derive(Parser, Debug)]
@@ -14,6 +15,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Packet-level simulation of a scenario file.
+    #[command(subcommand)]
+    Sim(sim::SimCmd),
     /// Emulated networks from Linux network namespaces.
     #[command(subcommand)]
     Testbed(testbed::TestbedCmd),
@@ -24,8 +28,14 @@ enum Cmd {
 }
 
 fn main() {
+    // Die quietly on a closed pipe (`headroom ... | head`) instead of panicking in print!.
+    // SAFETY: resetting a signal disposition to its default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::Sim(c) => sim::run(c),
         Cmd::Testbed(c) => testbed::run(c),
         Cmd::Probe(a) => probe::run_probe(a),
         Cmd::Serve(a) => probe::run_serve(a),

@@ -8,7 +8,7 @@ pub mod reno;
 pub mod units;
 
 pub use cc::{AckAction, AckEvent, CongestionControl, PassThrough, Segment, SendBuffer, SentEvent, Window};
-pub use reno::{Recovery, Reno, RenoConfig};
+pub use reno::{Recovery, Reno, RenoConfig, SsthreshRule};
 pub use units::{Bytes, Dur, Rate, Time};
 
 pub mod abw;

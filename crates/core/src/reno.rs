@@ -21,6 +21,12 @@
 //! A retransmission timeout sets `ssthresh = max(FlightSize / 2, 2 * SMSS)` and `cwnd` to one
 //! segment (the loss window), and leaves recovery.
 //!
+//! The threshold rule is selectable ([`SsthreshRule`]): RFC 5681 halves the *flight size*;
+//! RFC 2001 and the 4.4BSD code of the 1990s halved `min(cwnd, receiver window)`, where `cwnd`
+//! still carries fast recovery's inflation. With a receiver window far above the path's capacity
+//! the old rule sets `ssthresh` far above what the path holds, so every restart overshoots again:
+//! one ingredient of BECC's intermittent transfer.
+//!
 //! Choices the RFCs leave open: the initial window defaults to 2 segments (RFC 5681 allows up to
 //! 4; ns-2 uses 1, which a scenario can select); the initial `ssthresh` is unlimited.
 
@@ -34,6 +40,15 @@ pub enum Recovery {
     NewReno,
 }
 
+/// How a loss sets `ssthresh`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SsthreshRule {
+    /// RFC 5681: `max(FlightSize / 2, 2 * SMSS)`.
+    FlightSize,
+    /// RFC 2001 / 4.4BSD: `max(min(cwnd, receiver_window) / 2, 2 * SMSS)`.
+    Window { receiver_window: Bytes },
+}
+
 /// Parameters of [`Reno`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RenoConfig {
@@ -42,11 +57,15 @@ pub struct RenoConfig {
     pub initial_window: u32,
     /// Initial slow-start threshold (`None`: unlimited).
     pub initial_ssthresh: Option<Bytes>,
+    pub ssthresh_rule: SsthreshRule,
+    /// 4.4BSD's congestion avoidance: `mss * mss / cwnd + mss / 8` per ACK (the extra eighth
+    /// of a segment per ACK makes each buffer overflow lose several segments of one window).
+    pub bsd_increase: bool,
 }
 
 impl Default for RenoConfig {
     fn default() -> Self {
-        RenoConfig { mss: Bytes(1460), initial_window: 2, initial_ssthresh: None }
+        RenoConfig { mss: Bytes(1460), initial_window: 2, initial_ssthresh: None, ssthresh_rule: SsthreshRule::FlightSize, bsd_increase: false }
     }
 }
 
@@ -54,6 +73,8 @@ impl Default for RenoConfig {
 #[derive(Clone, Debug)]
 pub struct Reno {
     variant: Recovery,
+    rule: SsthreshRule,
+    bsd_increase: bool,
     mss: u64,
     cwnd: u64,
     ssthresh: u64,
@@ -69,6 +90,8 @@ impl Reno {
         let mss = cfg.mss.0.max(1);
         Reno {
             variant,
+            rule: cfg.ssthresh_rule,
+            bsd_increase: cfg.bsd_increase,
             mss,
             cwnd: mss * cfg.initial_window.max(1) as u64,
             ssthresh: cfg.initial_ssthresh.map_or(u64::MAX / 4, |b| b.0.max(2 * mss)),
@@ -99,7 +122,11 @@ impl Reno {
     }
 
     fn halve(&self, in_flight: Bytes) -> u64 {
-        (in_flight.0 / 2).max(2 * self.mss)
+        let base = match self.rule {
+            SsthreshRule::FlightSize => in_flight.0,
+            SsthreshRule::Window { receiver_window } => self.cwnd.min(receiver_window.0),
+        };
+        (base / 2).max(2 * self.mss)
     }
 
     fn grow(&mut self, newly_acked: u64) {
@@ -107,6 +134,9 @@ impl Reno {
             self.cwnd += newly_acked.min(self.mss);
         } else {
             self.cwnd += (self.mss * self.mss / self.cwnd).max(1);
+            if self.bsd_increase {
+                self.cwnd += self.mss / 8;
+            }
         }
     }
 }
@@ -205,7 +235,22 @@ mod tests {
     }
 
     fn cfg() -> RenoConfig {
-        RenoConfig { mss: Bytes(1000), initial_window: 2, initial_ssthresh: None }
+        RenoConfig { mss: Bytes(1000), ..RenoConfig::default() }
+    }
+
+    #[test]
+    fn bsd_rule_halves_the_inflated_window() {
+        let mut r = Reno::reno(RenoConfig { ssthresh_rule: SsthreshRule::Window { receiver_window: Bytes(500_000) }, ..cfg() });
+        r.set_cwnd(Bytes(20_000));
+        for d in 1..=3 {
+            r.on_ack(&ack(5000, 0, d, 20_000, 25_000));
+        }
+        for d in 4..=40 {
+            r.on_ack(&ack(5000, 0, d, 20_000, 25_000));
+        }
+        assert_eq!(r.cwnd(), Bytes(50_000), "inflated by 37 duplicate ACKs");
+        r.on_timeout(Time(1), Bytes(20_000));
+        assert_eq!(r.ssthresh(), Bytes(25_000), "min(cwnd, rwnd) / 2, not FlightSize / 2 = 10000");
     }
 
     #[test]

@@ -1,0 +1,444 @@
+//! The network half of the simulator: the event queue, the packet slab, nodes with static
+//! routes, and unidirectional links with a DropTail queue.
+//!
+//! # Time and ordering
+//! Time is integer nanoseconds ([`Time`]). Events at the same instant run in the order they were
+//! scheduled (a global sequence number breaks ties), so a run is a pure function of the scenario
+//! and the seed.
+//!
+//! # Links
+//! A link serialises one packet at a time at its rate and delivers it `delay` later at the far
+//! node. Packets that find the link busy wait in a FIFO limited in packets or in bytes; the
+//! limit counts waiting packets only, not the one being serialised (ns-2's DropTail does the
+//! same). An arriving packet that does not fit is dropped (tail drop).
+//!
+//! Optionally a link loses packets at random (Bernoulli, its own seeded stream) or drops
+//! everything during blackout intervals; both happen as a packet enters the link.
+//!
+//! # Hot path
+//! Packets live in a slab (`Vec<Packet>` plus a free list) and events carry their index, so the
+//! heap moves 32-byte entries and nothing is allocated per packet once the slab has grown.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use headroom_core::units::{Dur, Rate, Time};
+
+use crate::rng::Rng;
+
+pub type NodeId = u16;
+pub type LinkId = u32;
+pub const NO_ROUTE: LinkId = u32::MAX;
+
+/// What a packet is, for the endpoint that receives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// TCP data segment: `seq` is the first byte, `ts` the TSval (departure time).
+    Data,
+    /// TCP ACK: `seq` is the cumulative ACK, `ts` the echoed TSecr.
+    Ack,
+    /// UDP datagram: `ts` is its departure time.
+    Udp,
+    /// A web request: `seq` carries the size of the requested object.
+    Request,
+}
+
+/// A packet on the wire. `size` includes all headers.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet {
+    pub kind: Kind,
+    pub dst: NodeId,
+    pub size: u32,
+    /// Endpoint index: TCP connection slot, UDP flow or web client.
+    pub endpoint: u32,
+    /// Generation of the endpoint slot (a recycled TCP slot ignores old packets).
+    pub gen: u32,
+    /// Flow-statistics index (drops are charged to it).
+    pub stat: u32,
+    pub seq: u64,
+    pub ts: Time,
+}
+
+/// Events of the simulation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ev {
+    /// A link finished serialising its current packet.
+    LinkFree(LinkId),
+    /// A packet arrives at a node.
+    Arrive { pkt: u32, node: NodeId },
+    /// TCP retransmission timer check.
+    Rto { conn: u32, gen: u32 },
+    /// TCP delayed-ACK timer.
+    DelAck { conn: u32, gen: u32, seq: u32 },
+    /// TCP sender wake-up: controller timer, send-buffer release, pacing.
+    Wakeup { conn: u32, gen: u32 },
+    /// A bulk TCP flow starts or stops.
+    BulkStart(u32),
+    BulkStop(u32),
+    /// A UDP source emits its next packet.
+    UdpSend(u32),
+    /// A web client requests its next page.
+    WebPage(u32),
+    /// A web client requests one more object of its page (with `object_gap`).
+    WebObject { client: u32, size: u64 },
+    /// Periodic trace sample.
+    Sample,
+}
+
+struct Entry {
+    time: u64,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.time == o.time && self.seq == o.seq
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest (time, seq) first.
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.time, o.seq).cmp(&(self.time, self.seq))
+    }
+}
+
+/// Queue limit of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueLimit {
+    Packets(u32),
+    Bytes(u64),
+}
+
+/// A unidirectional link with its DropTail queue and counters.
+#[derive(Debug)]
+pub struct Link {
+    pub name: String,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub rate: Rate,
+    pub delay: Dur,
+    pub limit: QueueLimit,
+    queue: VecDeque<u32>,
+    pub queued_bytes: u64,
+    busy: bool,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub drops: u64,
+    /// Drops since the last trace sample.
+    pub interval_drops: u64,
+    pub max_queue_packets: usize,
+    /// Bernoulli loss probability applied to packets entering the link (random loss).
+    pub loss: f64,
+    loss_rng: Rng,
+    /// Packets lost at random (included in `drops`).
+    pub random_losses: u64,
+    /// Intervals [from, to) during which the link drops everything (a blackout).
+    pub outages: Vec<(Time, Time)>,
+}
+
+impl Link {
+    pub fn new(name: String, from: NodeId, to: NodeId, rate: Rate, delay: Dur, limit: QueueLimit) -> Link {
+        Link {
+            name,
+            from,
+            to,
+            rate,
+            delay,
+            limit,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            busy: false,
+            tx_packets: 0,
+            tx_bytes: 0,
+            drops: 0,
+            interval_drops: 0,
+            max_queue_packets: 0,
+            loss: 0.0,
+            loss_rng: Rng::new(0),
+            random_losses: 0,
+            outages: Vec::new(),
+        }
+    }
+    /// Sets random loss with its own deterministic random stream.
+    pub fn with_loss(mut self, loss: f64, rng: Rng) -> Link {
+        self.loss = loss;
+        self.loss_rng = rng;
+        self
+    }
+    /// Adds blackout intervals.
+    pub fn with_outages(mut self, outages: Vec<(Time, Time)>) -> Link {
+        self.outages = outages;
+        self
+    }
+    fn down_at(&self, t: Time) -> bool {
+        self.outages.iter().any(|&(a, b)| a <= t && t < b)
+    }
+    pub fn queued_packets(&self) -> usize {
+        self.queue.len()
+    }
+    fn fits(&self, size: u32) -> bool {
+        match self.limit {
+            QueueLimit::Packets(n) => self.queue.len() < n as usize,
+            QueueLimit::Bytes(b) => self.queued_bytes + size as u64 <= b,
+        }
+    }
+}
+
+/// Counters for packet conservation and speed reports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    pub created: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub events: u64,
+}
+
+/// Nodes, links, packets in flight and the event queue.
+pub struct Net {
+    pub now: Time,
+    heap: BinaryHeap<Entry>,
+    next_seq: u64,
+    pkts: Vec<Packet>,
+    free_pkts: Vec<u32>,
+    pub links: Vec<Link>,
+    pub node_names: Vec<String>,
+    /// `routes[node * n + dst]` = first link from `node` toward `dst`.
+    routes: Vec<LinkId>,
+    pub counters: Counters,
+    /// Drops charged to each flow-statistics index.
+    pub drops_by_stat: Vec<u64>,
+}
+
+impl Net {
+    pub fn new(node_names: Vec<String>, links: Vec<Link>) -> Net {
+        let n = node_names.len();
+        let mut net = Net {
+            now: Time::ZERO,
+            heap: BinaryHeap::with_capacity(1024),
+            next_seq: 0,
+            pkts: Vec::with_capacity(1024),
+            free_pkts: Vec::new(),
+            links,
+            node_names,
+            routes: vec![NO_ROUTE; n * n],
+            counters: Counters::default(),
+            drops_by_stat: Vec::new(),
+        };
+        net.compute_routes();
+        net
+    }
+
+    /// Static routes: for every destination, a breadth-first search over reversed links gives
+    /// each node the first link of a shortest path in hops (ties broken by link order, so the
+    /// result is deterministic).
+    fn compute_routes(&mut self) {
+        let n = self.node_names.len();
+        for dst in 0..n {
+            let mut dist = vec![usize::MAX; n];
+            dist[dst] = 0;
+            let mut frontier = VecDeque::from([dst]);
+            while let Some(v) = frontier.pop_front() {
+                for (li, l) in self.links.iter().enumerate() {
+                    let u = l.from as usize;
+                    if l.to as usize == v && dist[u] == usize::MAX {
+                        dist[u] = dist[v] + 1;
+                        self.routes[u * n + dst] = li as LinkId;
+                        frontier.push_back(u);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `dst` can be reached from `src`.
+    pub fn reachable(&self, src: NodeId, dst: NodeId) -> bool {
+        src == dst || self.routes[src as usize * self.node_names.len() + dst as usize] != NO_ROUTE
+    }
+
+    #[inline]
+    pub fn schedule(&mut self, at: Time, ev: Ev) {
+        debug_assert!(at >= self.now, "event scheduled in the past");
+        self.heap.push(Entry { time: at.0, seq: self.next_seq, ev });
+        self.next_seq += 1;
+    }
+
+    /// The next event, if any is due at or before `until`.
+    #[inline]
+    pub fn pop_until(&mut self, until: Time) -> Option<Ev> {
+        if self.heap.peek()?.time > until.0 {
+            return None;
+        }
+        let e = self.heap.pop()?;
+        self.now = Time(e.time);
+        self.counters.events += 1;
+        Some(e.ev)
+    }
+
+    pub fn packet(&self, idx: u32) -> &Packet {
+        &self.pkts[idx as usize]
+    }
+
+    pub fn free(&mut self, idx: u32) {
+        self.free_pkts.push(idx);
+    }
+
+    /// Packets that exist (in queues, on links, or waiting in an event).
+    pub fn packets_in_network(&self) -> u64 {
+        (self.pkts.len() - self.free_pkts.len()) as u64
+    }
+
+    /// Injects a new packet at node `at`.
+    pub fn send(&mut self, at: NodeId, p: Packet) {
+        self.counters.created += 1;
+        let idx = match self.free_pkts.pop() {
+            Some(i) => {
+                self.pkts[i as usize] = p;
+                i
+            }
+            None => {
+                self.pkts.push(p);
+                (self.pkts.len() - 1) as u32
+            }
+        };
+        self.forward(at, idx);
+    }
+
+    /// Moves a packet that is at `node` (not its destination) onto the next link.
+    pub fn forward(&mut self, node: NodeId, idx: u32) {
+        let p = self.pkts[idx as usize];
+        let n = self.node_names.len();
+        let li = self.routes[node as usize * n + p.dst as usize];
+        if li == NO_ROUTE {
+            // Scenario validation rules this out; count it as a drop rather than panic.
+            self.drop_packet(idx);
+            return;
+        }
+        let now = self.now;
+        let link = &mut self.links[li as usize];
+        let lost = (link.loss > 0.0 && link.loss_rng.bernoulli(link.loss)) || (!link.outages.is_empty() && link.down_at(now));
+        if lost {
+            link.random_losses += 1;
+            link.drops += 1;
+            link.interval_drops += 1;
+            self.drop_packet(idx);
+            return;
+        }
+        if !link.busy {
+            link.busy = true;
+            self.start_tx(li, idx);
+        } else if link.fits(p.size) {
+            link.queue.push_back(idx);
+            link.queued_bytes += p.size as u64;
+            link.max_queue_packets = link.max_queue_packets.max(link.queue.len());
+        } else {
+            link.drops += 1;
+            link.interval_drops += 1;
+            self.drop_packet(idx);
+        }
+    }
+
+    fn drop_packet(&mut self, idx: u32) {
+        let stat = self.pkts[idx as usize].stat as usize;
+        if self.drops_by_stat.len() <= stat {
+            self.drops_by_stat.resize(stat + 1, 0);
+        }
+        self.drops_by_stat[stat] += 1;
+        self.counters.dropped += 1;
+        self.free(idx);
+    }
+
+    fn start_tx(&mut self, li: LinkId, idx: u32) {
+        let size = self.pkts[idx as usize].size;
+        let link = &mut self.links[li as usize];
+        let tx = headroom_core::units::Bytes(size as u64).time_at(link.rate);
+        link.tx_packets += 1;
+        link.tx_bytes += size as u64;
+        let (to, delay) = (link.to, link.delay);
+        let now = self.now;
+        self.schedule(now + tx, Ev::LinkFree(li));
+        self.schedule(now + tx + delay, Ev::Arrive { pkt: idx, node: to });
+    }
+
+    /// The link finished serialising: start the next waiting packet.
+    pub fn link_free(&mut self, li: LinkId) {
+        let link = &mut self.links[li as usize];
+        match link.queue.pop_front() {
+            Some(idx) => {
+                link.queued_bytes -= self.pkts[idx as usize].size as u64;
+                self.start_tx(li, idx);
+            }
+            None => link.busy = false,
+        }
+    }
+
+    /// A packet reached its destination: counts it and releases its slot.
+    pub fn deliver(&mut self, idx: u32) -> Packet {
+        self.counters.delivered += 1;
+        let p = self.pkts[idx as usize];
+        self.free(idx);
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(from: NodeId, to: NodeId, mbps: u64, delay_ms: u64, limit: u32) -> Link {
+        Link::new(format!("{from}->{to}"), from, to, Rate::from_mbps(mbps), Dur::from_millis(delay_ms), QueueLimit::Packets(limit))
+    }
+
+    fn pkt(dst: NodeId, size: u32) -> Packet {
+        Packet { kind: Kind::Udp, dst, size, endpoint: 0, gen: 0, stat: 0, seq: 0, ts: Time::ZERO }
+    }
+
+    #[test]
+    fn serialisation_and_propagation_delay() {
+        // 0 -> 1 -> 2, 12 Mbps so that 1500 B take exactly 1 ms per hop.
+        let mut net = Net::new(vec!["a".into(), "b".into(), "c".into()], vec![link(0, 1, 12, 5, 10), link(1, 2, 12, 5, 10)]);
+        net.send(0, pkt(2, 1500));
+        let mut arrival = None;
+        while let Some(ev) = net.pop_until(Time::MAX) {
+            match ev {
+                Ev::LinkFree(l) => net.link_free(l),
+                Ev::Arrive { pkt, node } if node == 2 => {
+                    net.deliver(pkt);
+                    arrival = Some(net.now);
+                }
+                Ev::Arrive { pkt, node } => net.forward(node, pkt),
+                _ => unreachable!(),
+            }
+        }
+        assert_eq!(arrival, Some(Time(12_000_000)), "2 x (1 ms serialisation + 5 ms propagation)");
+    }
+
+    #[test]
+    fn droptail_counts_waiting_packets_only() {
+        let mut net = Net::new(vec!["a".into(), "b".into()], vec![link(0, 1, 12, 0, 2)]);
+        for _ in 0..5 {
+            net.send(0, pkt(1, 1500));
+        }
+        // One in service, two waiting, two dropped.
+        assert_eq!(net.links[0].queued_packets(), 2);
+        assert_eq!(net.counters.dropped, 2);
+        assert_eq!(net.counters.created, net.counters.dropped + net.packets_in_network());
+    }
+
+    #[test]
+    fn routes_follow_shortest_path() {
+        // a-b-c plus a direct a-c link: a reaches c directly.
+        let net = Net::new(
+            vec!["a".into(), "b".into(), "c".into()],
+            vec![link(0, 1, 1, 1, 1), link(1, 2, 1, 1, 1), link(0, 2, 1, 1, 1), link(2, 0, 1, 1, 1)],
+        );
+        assert_eq!(net.routes[2], 2);
+        assert!(net.reachable(0, 2));
+        assert!(!net.reachable(1, 0) || net.routes[3] != NO_ROUTE);
+    }
+}

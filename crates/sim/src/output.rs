@@ -1,0 +1,125 @@
+//! Output of a run: the per-flow summary table, `summary.json`, `trace.csv` (long format
+//! `time_s,flow,metric,value`, the same shape as the testbed's traces), `pages.csv` (web page
+//! download times) and `flows.csv`. Every number is formatted deterministically, so the same
+//! scenario and seed give byte-identical files.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::world::{FlowKind, Report, World};
+
+/// The per-flow summary table printed on stdout.
+pub fn summary_table(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "scenario {} (seed {}), {:.3} s simulated", r.scenario, r.seed, r.duration_s);
+    let _ = writeln!(
+        s,
+        "{:<16} {:<5} {:<8} {:>10} {:>14} {:>9} {:>8} {:>8} {:>9} {:>12}",
+        "flow", "kind", "cc", "Mbps", "bytes", "drops", "retx", "rto", "pages", "page_time_s"
+    );
+    for f in &r.flows {
+        let kind = match f.kind {
+            FlowKind::Tcp => "tcp",
+            FlowKind::Udp => "udp",
+            FlowKind::Web => "web",
+        };
+        let _ = writeln!(
+            s,
+            "{:<16} {:<5} {:<8} {:>10.3} {:>14} {:>9} {:>8} {:>8} {:>9} {:>12}",
+            f.name,
+            kind,
+            f.cc.as_deref().unwrap_or("-"),
+            f.throughput_mbps,
+            f.bytes,
+            f.drops,
+            f.retransmits,
+            f.timeouts,
+            if f.kind == FlowKind::Web { f.pages.to_string() } else { "-".into() },
+            f.mean_page_time_s.map_or("-".to_string(), |t| format!("{t:.4}")),
+        );
+    }
+    for l in r.links.iter().filter(|l| l.drops > 0 || l.utilisation > 0.5) {
+        let _ = writeln!(
+            s,
+            "link {:<14} {:>8.1} Mbps  utilisation {:>6.1}%  drops {:>8}  max queue {:>6} pkts",
+            l.name,
+            l.rate_mbps,
+            l.utilisation * 100.0,
+            l.drops,
+            l.max_queue_packets
+        );
+    }
+    s
+}
+
+/// `trace.csv` text.
+pub fn trace_csv(w: &World) -> String {
+    let mut s = String::with_capacity(w.trace.len() * 32 + 32);
+    s.push_str("time_s,flow,metric,value\n");
+    for row in &w.trace {
+        let _ = writeln!(s, "{:.6},{},{},{}", row.time.as_secs_f64(), w.series[row.series as usize], row.metric.name(), fmt_value(row.value));
+    }
+    s
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.6}")
+    }
+}
+
+/// `pages.csv` text: one row per completed web page.
+pub fn pages_csv(r: &Report) -> String {
+    let mut s = String::from("flow,start_s,download_time_s\n");
+    for f in r.flows.iter().filter(|f| f.kind == FlowKind::Web) {
+        for (t, d) in &f.page_times {
+            let _ = writeln!(s, "{},{:.6},{:.6}", f.name, t.as_secs_f64(), d.as_secs_f64());
+        }
+    }
+    s
+}
+
+/// `flows.csv` text: the summary table as CSV.
+pub fn flows_csv(r: &Report) -> String {
+    let mut s = String::from("flow,kind,cc,throughput_mbps,bytes,packets_sent,drops,retransmits,fast_retransmits,timeouts,pages,mean_page_time_s,min_rtt_ms\n");
+    for f in &r.flows {
+        let _ = writeln!(
+            s,
+            "{},{:?},{},{:.6},{},{},{},{},{},{},{},{},{}",
+            f.name,
+            f.kind,
+            f.cc.as_deref().unwrap_or(""),
+            f.throughput_mbps,
+            f.bytes,
+            f.packets_sent,
+            f.drops,
+            f.retransmits,
+            f.fast_retransmits,
+            f.timeouts,
+            f.pages,
+            f.mean_page_time_s.map_or(String::new(), |t| format!("{t:.6}")),
+            f.min_rtt_ms.map_or(String::new(), |t| format!("{t:.6}")),
+        );
+    }
+    s.replace("Tcp", "tcp").replace("Udp", "udp").replace("Web", "web")
+}
+
+/// Writes `summary.json`, `flows.csv`, `trace.csv` and (with web traffic) `pages.csv` into `dir`.
+pub fn write_all(dir: &Path, w: &World, r: &Report) -> std::io::Result<Vec<String>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    let mut put = |name: &str, text: String| -> std::io::Result<()> {
+        std::fs::write(dir.join(name), text)?;
+        written.push(name.to_string());
+        Ok(())
+    };
+    put("summary.json", serde_json::to_string_pretty(r).map_err(std::io::Error::other)? + "\n")?;
+    put("flows.csv", flows_csv(r))?;
+    put("trace.csv", trace_csv(w))?;
+    if r.flows.iter().any(|f| f.kind == FlowKind::Web) {
+        put("pages.csv", pages_csv(r))?;
+    }
+    Ok(written)
+}

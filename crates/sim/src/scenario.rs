@@ -1,0 +1,413 @@
+//! Scenario files: an experiment as data (TOML).
+//!
+//! ```toml
+//! name = "dumbbell"
+//! duration = "100s"
+//! seed = 1
+//!
+//! [[link]]                 # a duplex link; nodes are created by naming them
+//! a = "s1"
+//! b = "r1"
+//! rate = "100Mbps"
+//! delay = "2ms"            # one-way propagation delay
+//! queue = 1000             # DropTail limit in packets (or queue_bytes = "150KB")
+//!
+//! [[tcp]]                  # bulk (FTP) flows
+//! from = "s1"
+//! to = "d1"
+//! cc = "newreno"           # reno | newreno | becc
+//! max_window = "1MB"
+//!
+//! [[udp]]
+//! from = "u1"
+//! to = "v1"
+//! pattern = { kind = "exp_on_off", rate = "20Mbps", mean_on = "500ms", mean_off = "500ms" }
+//! size = { kind = "fixed", bytes = 1000 }
+//!
+//! [[web]]
+//! clients = "c1"
+//! servers = "w1"
+//! count = 200
+//!
+//! [trace]
+//! interval = "100ms"
+//! queues = ["r1->r2"]
+//! ```
+//!
+//! Unknown keys and bad values are errors that name the file, the line and the key.
+
+use std::ops::Range;
+
+use headroom_core::units::{parse_dur, Bytes, Dur, Rate};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::serde_units::{de_dur, de_opt_bytes, de_opt_dur, de_opt_rate, de_rate};
+use crate::tcp::RtoParams;
+use crate::traffic::{SizeDist, UdpPattern, WebModel};
+
+/// A whole experiment.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Simulated time.
+    #[serde(deserialize_with = "de_dur")]
+    pub duration: Dur,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkSpec>,
+    #[serde(default)]
+    pub tcp: Vec<TcpSpec>,
+    #[serde(default)]
+    pub udp: Vec<UdpSpec>,
+    #[serde(default)]
+    pub web: Vec<WebSpec>,
+    #[serde(default)]
+    pub trace: TraceSpec,
+    /// A parameter sweep run by `headroom sim sweep`.
+    #[serde(default)]
+    pub sweep: Option<SweepSpec>,
+}
+
+/// A duplex link between nodes `a` and `b`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    pub a: Spanned<String>,
+    pub b: Spanned<String>,
+    #[serde(deserialize_with = "de_rate")]
+    pub rate: Rate,
+    #[serde(deserialize_with = "de_dur")]
+    pub delay: Dur,
+    /// Rate from `b` to `a` when it differs.
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub rate_ba: Option<Rate>,
+    /// Delay from `b` to `a` when it differs.
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub delay_ba: Option<Dur>,
+    /// DropTail limit in packets, both directions (default 1000 when no byte limit is given).
+    #[serde(default)]
+    pub queue: Option<u32>,
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub queue_bytes: Option<Bytes>,
+    /// Random (Bernoulli) loss probability from `a` to `b`.
+    #[serde(default)]
+    pub loss: f64,
+    /// Random loss probability from `b` to `a`.
+    #[serde(default)]
+    pub loss_ba: f64,
+    /// Blackouts: `[["10s", "13s"]]` drops everything in both directions from 10 s to 13 s.
+    #[serde(default)]
+    pub down: Vec<[String; 2]>,
+}
+
+impl LinkSpec {
+    /// The blackout intervals, parsed.
+    pub fn outages(&self) -> Result<Vec<(Dur, Dur)>, String> {
+        self.down
+            .iter()
+            .map(|[a, b]| {
+                let (a, b) = (parse_dur(a).map_err(|e| e.to_string())?, parse_dur(b).map_err(|e| e.to_string())?);
+                if b <= a {
+                    return Err(format!("blackout [{a}, {b}] ends before it starts"));
+                }
+                Ok((a, b))
+            })
+            .collect()
+    }
+}
+
+/// One or more identical bulk TCP flows.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub from: Spanned<String>,
+    pub to: Spanned<String>,
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default = "default_cc")]
+    pub cc: Spanned<String>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub start: Option<Dur>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub stop: Option<Dur>,
+    /// Bytes to send; unlimited when absent.
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub bytes: Option<Bytes>,
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub max_window: Option<Bytes>,
+    #[serde(default)]
+    pub mss: Option<u32>,
+    #[serde(default)]
+    pub initial_window: Option<u32>,
+    /// How a loss sets ssthresh: "flight_size" (RFC 5681, default) or "window"
+    /// (RFC 2001 / 4.4BSD: half of min(cwnd, receiver window)).
+    #[serde(default)]
+    pub ssthresh_rule: Option<Spanned<String>>,
+    /// 4.4BSD congestion avoidance (an extra mss/8 per ACK).
+    #[serde(default)]
+    pub bsd_increase: bool,
+    #[serde(default)]
+    pub delayed_ack: bool,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub delack_timeout: Option<Dur>,
+    #[serde(default)]
+    pub timestamps: Option<bool>,
+    /// RTO preset: ns2 (default), rfc6298, linux, bsd.
+    #[serde(default)]
+    pub rto: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub rto_min: Option<Dur>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub rto_granularity: Option<Dur>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub rto_initial: Option<Dur>,
+}
+
+/// One or more identical UDP sources.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdpSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub from: Spanned<String>,
+    pub to: Spanned<String>,
+    #[serde(default = "one")]
+    pub count: u32,
+    pub pattern: UdpPattern,
+    #[serde(default = "default_udp_size")]
+    pub size: SizeDist,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub start: Option<Dur>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub stop: Option<Dur>,
+}
+
+/// A population of web clients fetching pages from servers.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub clients: Spanned<String>,
+    pub servers: Spanned<String>,
+    /// Number of clients.
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default)]
+    pub model: WebModel,
+    #[serde(default = "default_cc")]
+    pub cc: Spanned<String>,
+    #[serde(default)]
+    pub mss: Option<u32>,
+    #[serde(default)]
+    pub delayed_ack: bool,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub start: Option<Dur>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub stop: Option<Dur>,
+}
+
+/// What to record over time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    #[serde(default = "default_interval", deserialize_with = "de_dur")]
+    pub interval: Dur,
+    /// Links whose queue length and drops are traced, as "a->b".
+    #[serde(default)]
+    pub queues: Vec<Spanned<String>>,
+    #[serde(default = "yes")]
+    pub cwnd: bool,
+    #[serde(default = "yes")]
+    pub rtt: bool,
+    /// Also trace each bulk flow's highest acknowledged byte (a sequence plot).
+    #[serde(default)]
+    pub seq: bool,
+}
+
+impl Default for TraceSpec {
+    fn default() -> Self {
+        TraceSpec { interval: default_interval(), queues: Vec::new(), cwnd: true, rtt: true, seq: false }
+    }
+}
+
+/// A sweep over one parameter: `key` is a dotted path such as `tcp.max_window` (applied to
+/// every `[[tcp]]` entry) and `values` the values it takes, in order.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    pub key: String,
+    pub values: Vec<toml::Value>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn default_cc() -> Spanned<String> {
+    Spanned::new(0..0, "newreno".to_string())
+}
+fn default_interval() -> Dur {
+    Dur::from_millis(100)
+}
+fn default_udp_size() -> SizeDist {
+    SizeDist::Fixed(1000)
+}
+
+/// A scenario error with its position when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError(pub String);
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ScenarioError {}
+
+/// 1-based line of a byte offset.
+pub fn line_of(src: &str, span: &Range<usize>) -> usize {
+    src[..span.start.min(src.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+impl Scenario {
+    /// Parses and validates scenario text; `origin` names the file in messages.
+    pub fn parse(src: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let s: Scenario = toml::from_str(src).map_err(|e| ScenarioError(format!("{origin}: {}", e.to_string().trim_end())))?;
+        s.validate(src, origin)?;
+        Ok(s)
+    }
+
+    /// Reads, parses and validates a scenario file.
+    pub fn load(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
+        let src = std::fs::read_to_string(path).map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
+        Scenario::parse(&src, &path.display().to_string())
+    }
+
+    /// Checks cross references (nodes, links, controller names) and value ranges.
+    pub fn validate(&self, src: &str, origin: &str) -> Result<(), ScenarioError> {
+        let err = |span: &Range<usize>, key: &str, msg: String| {
+            if span.is_empty() && span.start == 0 {
+                ScenarioError(format!("{origin}: `{key}`: {msg}"))
+            } else {
+                ScenarioError(format!("{origin}: line {}: `{key}`: {msg}", line_of(src, span)))
+            }
+        };
+        if self.duration == Dur::ZERO {
+            return Err(ScenarioError(format!("{origin}: `duration` must be positive")));
+        }
+        if self.links.is_empty() {
+            return Err(ScenarioError(format!("{origin}: no `[[link]]`: a scenario needs a topology")));
+        }
+        let nodes = self.node_names();
+        let known = |n: &Spanned<String>, key: &str| {
+            if nodes.iter().any(|x| x == n.get_ref()) {
+                Ok(())
+            } else {
+                Err(err(&n.span(), key, format!("unknown node `{}` (nodes are named by `[[link]]` entries: {})", n.get_ref(), nodes.join(", "))))
+            }
+        };
+        for (i, l) in self.links.iter().enumerate() {
+            if l.a.get_ref() == l.b.get_ref() {
+                return Err(err(&l.a.span(), &format!("link[{i}].b"), "a link needs two different nodes".into()));
+            }
+            if l.rate.0 == 0 || l.rate_ba == Some(Rate(0)) {
+                return Err(err(&l.a.span(), &format!("link[{i}].rate"), "rate must be positive".into()));
+            }
+            for (k, p) in [("loss", l.loss), ("loss_ba", l.loss_ba)] {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(err(&l.a.span(), &format!("link[{i}].{k}"), format!("{p} is not a probability in [0, 1]")));
+                }
+            }
+            l.outages().map_err(|m| err(&l.a.span(), &format!("link[{i}].down"), m))?;
+            if l.queue.is_some() && l.queue_bytes.is_some() {
+                return Err(err(&l.a.span(), &format!("link[{i}]"), "give `queue` (packets) or `queue_bytes`, not both".into()));
+            }
+        }
+        for (i, t) in self.tcp.iter().enumerate() {
+            known(&t.from, &format!("tcp[{i}].from"))?;
+            known(&t.to, &format!("tcp[{i}].to"))?;
+            crate::world::check_cc_name(t.cc.get_ref()).map_err(|m| err(&t.cc.span(), &format!("tcp[{i}].cc"), m))?;
+            if let Some(r) = &t.ssthresh_rule {
+                if !["flight_size", "window"].contains(&r.get_ref().as_str()) {
+                    return Err(err(&r.span(), &format!("tcp[{i}].ssthresh_rule"), format!("unknown rule `{}` (flight_size, window)", r.get_ref())));
+                }
+            }
+            if let Some(r) = &t.rto {
+                rto_preset(r.get_ref()).map_err(|m| err(&r.span(), &format!("tcp[{i}].rto"), m))?;
+            }
+            if t.mss.is_some_and(|m| !(64..=65_000).contains(&m)) {
+                return Err(err(&t.from.span(), &format!("tcp[{i}].mss"), "mss must be within 64..=65000 bytes".into()));
+            }
+            if t.from.get_ref() == t.to.get_ref() {
+                return Err(err(&t.to.span(), &format!("tcp[{i}].to"), "sender and receiver are the same node".into()));
+            }
+            if let (Some(a), Some(b)) = (t.start, t.stop) {
+                if b <= a {
+                    return Err(err(&t.from.span(), &format!("tcp[{i}].stop"), "stop must come after start".into()));
+                }
+            }
+        }
+        for (i, u) in self.udp.iter().enumerate() {
+            known(&u.from, &format!("udp[{i}].from"))?;
+            known(&u.to, &format!("udp[{i}].to"))?;
+            if u.from.get_ref() == u.to.get_ref() {
+                return Err(err(&u.to.span(), &format!("udp[{i}].to"), "source and sink are the same node".into()));
+            }
+            u.pattern.validate().map_err(|m| err(&u.from.span(), &format!("udp[{i}].pattern"), m))?;
+            u.size.validate().map_err(|m| err(&u.from.span(), &format!("udp[{i}].size"), m))?;
+        }
+        for (i, w) in self.web.iter().enumerate() {
+            known(&w.clients, &format!("web[{i}].clients"))?;
+            known(&w.servers, &format!("web[{i}].servers"))?;
+            crate::world::check_cc_name(w.cc.get_ref()).map_err(|m| err(&w.cc.span(), &format!("web[{i}].cc"), m))?;
+            w.model.validate().map_err(|m| err(&w.clients.span(), &format!("web[{i}].model"), m))?;
+        }
+        for q in &self.trace.queues {
+            let ok = q.get_ref().split_once("->").is_some_and(|(a, b)| {
+                self.links.iter().any(|l| (l.a.get_ref() == a && l.b.get_ref() == b) || (l.b.get_ref() == a && l.a.get_ref() == b))
+            });
+            if !ok {
+                return Err(err(&q.span(), "trace.queues", format!("`{}` is not a link direction \"a->b\" of this topology", q.get_ref())));
+            }
+        }
+        if self.trace.interval == Dur::ZERO {
+            return Err(ScenarioError(format!("{origin}: `trace.interval` must be positive")));
+        }
+        Ok(())
+    }
+
+    /// Node names in order of first mention by `[[link]]` entries.
+    pub fn node_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for l in &self.links {
+            for n in [l.a.get_ref(), l.b.get_ref()] {
+                if !names.iter().any(|x| x == n) {
+                    names.push(n.clone());
+                }
+            }
+        }
+        names
+    }
+}
+
+/// The RTO parameters of a preset name.
+pub fn rto_preset(name: &str) -> Result<RtoParams, String> {
+    match name {
+        "ns2" => Ok(RtoParams::NS2),
+        "rfc6298" => Ok(RtoParams::RFC6298),
+        "linux" => Ok(RtoParams::LINUX),
+        "bsd" => Ok(RtoParams::BSD),
+        _ => Err(format!("unknown RTO preset `{name}` (ns2, rfc6298, linux, bsd)")),
+    }
+}

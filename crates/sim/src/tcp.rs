@@ -1,0 +1,617 @@
+//! The simulator's TCP: one sender and one receiver per connection, driven by events, with the
+//! congestion-control policy delegated to a [`CongestionControl`] from `headroom-core` and an
+//! optional [`SendBuffer`] below the sender (ImTCP's buffer).
+//!
+//! # Sender
+//! Byte sequence numbers; every segment but a transfer's last carries `mss` bytes, so segments
+//! start on multiples of `mss`. Headers are 40 bytes (IPv4 + TCP, no options counted). The send
+//! window is `min(max_window, cwnd, ceiling)` applied to `snd_nxt - snd_una` (BSD style: Reno's
+//! window inflation during fast recovery lets new segments out). A cwnd below one segment sends
+//! one segment at a time, every `srtt * mss / cwnd` (TCP Nice's fractional window).
+//!
+//! Retransmission timer per RFC 6298: first sample `SRTT = R, RTTVAR = R/2`, then
+//! `RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|`, `SRTT = 7/8 SRTT + 1/8 R`,
+//! `RTO = max(min_rto, SRTT + max(G, 4 RTTVAR))`, at most `max_rto`; the deadline is rounded up
+//! to a multiple of the clock granularity G (a coarse BSD timer fires only on its ticks). A
+//! timeout doubles the RTO (exponential backoff, kept until a new RTT sample), tells the
+//! controller, and goes back to `snd_una` (go-back-N, as BSD and ns-2 do without SACK). RTT
+//! samples come from the TCP timestamps option (every new ACK gives one) or, without it, from
+//! one timed segment at a time, never a retransmitted one (Karn's rule).
+//!
+//! Retransmissions triggered by the controller (fast retransmit, NewReno's partial ACKs) go on
+//! the wire directly and tell the send buffer, which may flush (ImTCP §3.5).
+//!
+//! # Receiver
+//! Cumulative ACKs. In-order segments are acknowledged at once, or with delayed ACK every second
+//! segment or after `delack_timeout` (or at once when half the receive window is unacknowledged:
+//! BSD's window update); out-of-order, duplicate and hole-filling segments are
+//! acknowledged at once (RFC 5681 §4.2), as is the last segment of a finite transfer. The ACK
+//! echoes `TS.Recent`, updated from segments that start at or before the last ACK sent
+//! (RFC 7323 §4.3), so a delayed ACK echoes the earlier of its two segments.
+//!
+//! Connection set-up and tear-down are not simulated: a connection starts sending at its start
+//! time with its initial window.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use headroom_core::cc::{AckAction, AckEvent, CongestionControl, Segment, SendBuffer, SentEvent};
+use headroom_core::units::{Bytes, Dur, Rate, Time};
+
+use crate::net::{Ev, Kind, Net, NodeId, Packet};
+
+/// TCP/IP header bytes added to every segment; an ACK is exactly this size.
+pub const HEADER: u32 = 40;
+
+/// Retransmission-timer parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RtoParams {
+    pub min: Dur,
+    pub max: Dur,
+    pub initial: Dur,
+    /// Clock granularity G: enters the RTO formula and quantises timer deadlines.
+    pub granularity: Dur,
+}
+
+impl RtoParams {
+    /// ns-2's defaults (`minrto_ = 0.2 s`, `tcpTick_ = 0.01 s`, `rtxcur_init_ = 3 s`).
+    pub const NS2: RtoParams = RtoParams {
+        min: Dur::from_millis(200),
+        max: Dur::from_secs(60),
+        initial: Dur::from_secs(3),
+        granularity: Dur::from_millis(10),
+    };
+    /// RFC 6298 as written: 1 s minimum and initial RTO, fine clock.
+    pub const RFC6298: RtoParams = RtoParams {
+        min: Dur::from_secs(1),
+        max: Dur::from_secs(60),
+        initial: Dur::from_secs(1),
+        granularity: Dur::from_millis(1),
+    };
+    /// Linux: 200 ms minimum, 1 s initial, 1 ms clock (HZ=1000).
+    pub const LINUX: RtoParams = RtoParams {
+        min: Dur::from_millis(200),
+        max: Dur::from_secs(120),
+        initial: Dur::from_secs(1),
+        granularity: Dur::from_millis(1),
+    };
+    /// 4.4BSD, the stack of BECC's 1997 testbed: 500 ms slow-timer ticks, 1 s minimum (2 ticks).
+    pub const BSD: RtoParams = RtoParams {
+        min: Dur::from_secs(1),
+        max: Dur::from_secs(64),
+        initial: Dur::from_secs(3),
+        granularity: Dur::from_millis(500),
+    };
+}
+
+/// Per-connection parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TcpParams {
+    pub mss: u32,
+    /// Maximum send window (the receiver's advertised window).
+    pub max_window: u64,
+    pub delayed_ack: bool,
+    pub delack_timeout: Dur,
+    pub timestamps: bool,
+    pub rto: RtoParams,
+}
+
+impl Default for TcpParams {
+    fn default() -> Self {
+        TcpParams {
+            mss: 1460,
+            max_window: 1 << 30,
+            delayed_ack: false,
+            delack_timeout: Dur::from_millis(100),
+            timestamps: true,
+            rto: RtoParams::NS2,
+        }
+    }
+}
+
+/// Who opened a connection (what to tell when it completes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    Bulk(u32),
+    Web(u32),
+}
+
+/// Counters of one connection.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TcpCounters {
+    pub segments_sent: u64,
+    pub retransmits: u64,
+    pub fast_retransmits: u64,
+    pub timeouts: u64,
+    pub acks_received: u64,
+    pub acks_sent: u64,
+}
+
+/// One TCP connection: sender at `src`, receiver at `dst`.
+pub struct TcpConn {
+    pub slot: u32,
+    pub gen: u32,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub stat: u32,
+    pub owner: Owner,
+    pub params: TcpParams,
+    pub cc: Box<dyn CongestionControl>,
+    pub buffer: Option<Box<dyn SendBuffer>>,
+    /// Bytes to transfer (`u64::MAX` for an endless bulk flow).
+    pub total: u64,
+    /// False once a bulk flow's stop time passed: no new data.
+    pub sending: bool,
+    pub snd_una: u64,
+    pub snd_nxt: u64,
+    pub snd_max: u64,
+    dupacks: u32,
+    pub srtt: Option<Dur>,
+    rttvar: Dur,
+    rto: Dur,
+    pub min_rtt: Option<Dur>,
+    pub last_rtt: Option<Dur>,
+    rto_deadline: Option<Time>,
+    rto_event: Option<Time>,
+    karn: Option<(u64, Time)>,
+    delivered: u64,
+    /// (end sequence, bytes delivered when sent, send time) of segments in flight.
+    sent_log: VecDeque<(u64, u64, Time)>,
+    last_send: Time,
+    wakeup_event: Option<Time>,
+    /// Partial ACKs seen in the current fast recovery (RFC 6582's timer rule).
+    partial_acks: u32,
+    // Receiver.
+    pub rcv_nxt: u64,
+    ooo: BTreeSet<u64>,
+    delack_pending: bool,
+    delack_seq: u32,
+    ts_recent: Time,
+    last_ack_sent: u64,
+    pub counters: TcpCounters,
+    /// Instants of the first 64 retransmission timeouts (to check backoff).
+    pub timeout_log: Vec<Time>,
+    pub started: Time,
+    pub completed: Option<Time>,
+}
+
+/// What the world must do after a connection handled an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpOutcome {
+    Nothing,
+    /// The receiver has every byte of a finite transfer.
+    ReceiverComplete,
+}
+
+impl TcpConn {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        slot: u32,
+        gen: u32,
+        src: NodeId,
+        dst: NodeId,
+        stat: u32,
+        owner: Owner,
+        params: TcpParams,
+        cc: Box<dyn CongestionControl>,
+        buffer: Option<Box<dyn SendBuffer>>,
+        total: u64,
+    ) -> TcpConn {
+        TcpConn {
+            slot,
+            gen,
+            src,
+            dst,
+            stat,
+            owner,
+            params,
+            cc,
+            buffer,
+            total,
+            sending: true,
+            snd_una: 0,
+            snd_nxt: 0,
+            snd_max: 0,
+            dupacks: 0,
+            srtt: None,
+            rttvar: Dur::ZERO,
+            rto: params.rto.initial,
+            min_rtt: None,
+            last_rtt: None,
+            rto_deadline: None,
+            rto_event: None,
+            karn: None,
+            delivered: 0,
+            sent_log: VecDeque::new(),
+            last_send: Time::ZERO,
+            wakeup_event: None,
+            partial_acks: 0,
+            rcv_nxt: 0,
+            ooo: BTreeSet::new(),
+            delack_pending: false,
+            delack_seq: 0,
+            ts_recent: Time::ZERO,
+            last_ack_sent: 0,
+            counters: TcpCounters::default(),
+            timeout_log: Vec::new(),
+            started: Time::ZERO,
+            completed: None,
+        }
+    }
+
+    /// The sender has every byte acknowledged.
+    pub fn sender_done(&self) -> bool {
+        self.total != u64::MAX && self.snd_una >= self.total
+    }
+
+    pub fn cwnd(&self) -> Bytes {
+        self.cc.window().cwnd
+    }
+
+    fn seg_len(&self, seq: u64) -> u64 {
+        (self.params.mss as u64).min(self.total - seq)
+    }
+
+    pub fn start(&mut self, net: &mut Net) {
+        self.started = net.now;
+        self.try_send(net);
+    }
+
+    /// Sends what the window allows.
+    pub fn try_send(&mut self, net: &mut Net) {
+        let now = net.now;
+        let mss = self.params.mss as u64;
+        loop {
+            if self.snd_nxt >= self.total || (!self.sending && self.snd_nxt >= self.snd_max) {
+                break;
+            }
+            let win = self.cc.window();
+            let send_window = win.send_window(Bytes(self.params.max_window)).0;
+            let len = self.seg_len(self.snd_nxt);
+            let outstanding = self.snd_nxt - self.snd_una;
+            if win.cwnd.0 < mss && outstanding == 0 && send_window > 0 {
+                // Fractional window: one segment every srtt * mss / cwnd.
+                let gap = self.srtt.unwrap_or(self.params.rto.initial).mul_f64(mss as f64 / win.cwnd.0.max(1) as f64);
+                let due = self.last_send + gap;
+                if now < due {
+                    self.arm_wakeup(net, due);
+                    break;
+                }
+            } else if outstanding + len > send_window {
+                break;
+            }
+            if let Some(rate) = win.pacing_rate {
+                let gap = Bytes(len + HEADER as u64).time_at(rate.max(Rate(1)));
+                let due = self.last_send + gap;
+                if self.counters.segments_sent > 0 && now < due {
+                    self.arm_wakeup(net, due);
+                    break;
+                }
+            }
+            let seq = self.snd_nxt;
+            let retransmission = seq < self.snd_max;
+            self.snd_nxt += len;
+            self.snd_max = self.snd_max.max(self.snd_nxt);
+            self.last_send = now;
+            if !retransmission && self.karn.is_none() && !self.params.timestamps {
+                self.karn = Some((seq, now));
+            }
+            if retransmission {
+                self.counters.retransmits += 1;
+            } else {
+                self.sent_log.push_back((seq + len, self.delivered, now));
+            }
+            let seg = Segment { seq, len: Bytes(len), retransmission };
+            self.cc.on_sent(&SentEvent { now, seq, len: Bytes(len), retransmission, in_flight: Bytes(self.snd_max - self.snd_una) });
+            match self.buffer.as_mut() {
+                Some(b) => b.release(now, seg),
+                None => self.put_on_wire(net, seg),
+            }
+            if self.rto_deadline.is_none() {
+                self.arm_rto(net);
+            }
+        }
+        self.drain_buffer(net);
+        self.schedule_controller_timer(net);
+    }
+
+    fn drain_buffer(&mut self, net: &mut Net) {
+        let now = net.now;
+        let Some(mut b) = self.buffer.take() else { return };
+        while let Some(seg) = b.poll_transmit(now) {
+            self.put_on_wire(net, seg);
+        }
+        let next = b.next_wakeup();
+        self.buffer = Some(b);
+        if let Some(t) = next {
+            self.arm_wakeup(net, t.max(now));
+        }
+    }
+
+    fn put_on_wire(&mut self, net: &mut Net, seg: Segment) {
+        self.counters.segments_sent += 1;
+        net.send(
+            self.src,
+            Packet {
+                kind: Kind::Data,
+                dst: self.dst,
+                size: seg.len.0 as u32 + HEADER,
+                endpoint: self.slot,
+                gen: self.gen,
+                stat: self.stat,
+                seq: seg.seq,
+                ts: net.now,
+            },
+        );
+    }
+
+    fn retransmit_first_unacked(&mut self, net: &mut Net) {
+        let seq = self.snd_una;
+        if seq >= self.snd_max {
+            return;
+        }
+        let len = self.seg_len(seq);
+        self.karn = None;
+        self.counters.retransmits += 1;
+        self.last_send = net.now;
+        self.cc.on_sent(&SentEvent { now: net.now, seq, len: Bytes(len), retransmission: true, in_flight: Bytes(self.snd_max - self.snd_una) });
+        self.put_on_wire(net, Segment { seq, len: Bytes(len), retransmission: true });
+        if let Some(b) = self.buffer.as_mut() {
+            b.on_retransmit(net.now);
+        }
+        self.drain_buffer(net);
+    }
+
+    fn arm_wakeup(&mut self, net: &mut Net, t: Time) {
+        if self.wakeup_event.is_none_or(|w| t < w) {
+            net.schedule(t.max(net.now), Ev::Wakeup { conn: self.slot, gen: self.gen });
+            self.wakeup_event = Some(t.max(net.now));
+        }
+    }
+
+    fn schedule_controller_timer(&mut self, net: &mut Net) {
+        if let Some(t) = self.cc.next_timer() {
+            self.arm_wakeup(net, t);
+        }
+    }
+
+    /// A wake-up event: controller timers, send-buffer releases, pacing.
+    pub fn on_wakeup(&mut self, net: &mut Net) {
+        let now = net.now;
+        if self.wakeup_event == Some(now) {
+            self.wakeup_event = None;
+        }
+        // A controller that is late by several periods gets each due instant in turn.
+        let mut guard = 0;
+        while let Some(t) = self.cc.next_timer() {
+            if t > now || guard > 10_000 {
+                break;
+            }
+            self.cc.on_timer(now);
+            guard += 1;
+        }
+        self.try_send(net);
+    }
+
+    fn arm_rto(&mut self, net: &mut Net) {
+        let deadline = Time((net.now + self.rto).0.div_ceil(self.params.rto.granularity.0.max(1)) * self.params.rto.granularity.0.max(1));
+        self.rto_deadline = Some(deadline);
+        if self.rto_event.is_none_or(|e| deadline < e) {
+            net.schedule(deadline, Ev::Rto { conn: self.slot, gen: self.gen });
+            self.rto_event = Some(deadline);
+        }
+    }
+
+    /// The retransmission timer event (lazily re-armed: one pending event at a time).
+    pub fn on_rto_event(&mut self, net: &mut Net) {
+        let now = net.now;
+        if self.rto_event == Some(now) {
+            self.rto_event = None;
+        }
+        let Some(deadline) = self.rto_deadline else { return };
+        if deadline > now {
+            if self.rto_event.is_none_or(|e| deadline < e) {
+                net.schedule(deadline, Ev::Rto { conn: self.slot, gen: self.gen });
+                self.rto_event = Some(deadline);
+            }
+            return;
+        }
+        if self.snd_una >= self.snd_max {
+            self.rto_deadline = None;
+            return;
+        }
+        self.counters.timeouts += 1;
+        if self.timeout_log.len() < 64 {
+            self.timeout_log.push(now);
+        }
+        self.partial_acks = 0;
+        self.rto = Dur(self.rto.0.saturating_mul(2)).min(self.params.rto.max);
+        self.cc.on_timeout(now, Bytes(self.snd_max - self.snd_una));
+        self.snd_nxt = self.snd_una;
+        self.dupacks = 0;
+        self.karn = None;
+        self.sent_log.clear();
+        if let Some(b) = self.buffer.as_mut() {
+            b.on_retransmit(now);
+        }
+        self.arm_rto(net);
+        self.try_send(net);
+    }
+
+    fn update_rtt(&mut self, r: Dur) {
+        let r = r.max(Dur(1));
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = Dur(r.0 / 2);
+            }
+            Some(s) => {
+                let diff = s.0.abs_diff(r.0);
+                self.rttvar = Dur((3 * self.rttvar.0 + diff) / 4);
+                self.srtt = Some(Dur((7 * s.0 + r.0) / 8));
+            }
+        }
+        let p = self.params.rto;
+        let srtt = self.srtt.unwrap_or(r);
+        self.rto = (srtt + p.granularity.max(Dur(4 * self.rttvar.0))).max(p.min).min(p.max);
+        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        self.last_rtt = Some(r);
+    }
+
+    /// An ACK arrived at the sender.
+    pub fn on_ack(&mut self, net: &mut Net, p: &Packet) {
+        let now = net.now;
+        let ack = p.seq;
+        self.counters.acks_received += 1;
+        let mut rtt = None;
+        let mut delivery_rate = None;
+        let newly;
+        if ack > self.snd_una {
+            newly = ack - self.snd_una;
+            self.snd_una = ack;
+            if self.snd_nxt < ack {
+                self.snd_nxt = ack;
+            }
+            self.dupacks = 0;
+            if self.params.timestamps {
+                rtt = Some(now.saturating_since(p.ts));
+            } else if let Some((s, t)) = self.karn {
+                if ack > s {
+                    self.karn = None;
+                    rtt = Some(now - t);
+                }
+            }
+            if let Some(r) = rtt {
+                self.update_rtt(r);
+            }
+            self.delivered += newly;
+            let mut last = None;
+            while let Some(&(end, _, _)) = self.sent_log.front() {
+                if end > ack {
+                    break;
+                }
+                last = self.sent_log.pop_front();
+            }
+            if let Some((_, delivered_then, sent_at)) = last {
+                let dt = now.saturating_since(sent_at);
+                if dt.0 > 0 {
+                    delivery_rate = Some(Bytes(self.delivered - delivered_then).per(dt));
+                }
+            }
+        } else if ack == self.snd_una && self.snd_max > self.snd_una {
+            newly = 0;
+            self.dupacks += 1;
+        } else {
+            return;
+        }
+        let ev = AckEvent {
+            now,
+            ack,
+            newly_acked: Bytes(newly),
+            dup_acks: self.dupacks,
+            rtt,
+            srtt: self.srtt,
+            min_rtt: self.min_rtt,
+            delivery_rate,
+            in_flight: Bytes(self.snd_max - self.snd_una),
+            snd_max: self.snd_max,
+            mss: Bytes(self.params.mss as u64),
+        };
+        if let Some(b) = self.buffer.as_mut() {
+            b.on_ack(&ev);
+        }
+        let action = self.cc.on_ack(&ev);
+        if newly > 0 {
+            // RFC 6298 (5.3): restart the timer on an ACK of new data; RFC 6582 §3.2 step 4
+            // ("Impatient"): during fast recovery, only for the first partial ACK.
+            if self.snd_una >= self.snd_max {
+                self.rto_deadline = None;
+            } else if action != AckAction::RetransmitHole || self.partial_acks == 0 {
+                self.arm_rto(net);
+            }
+            if action == AckAction::RetransmitHole {
+                self.partial_acks += 1;
+            }
+        }
+        match action {
+            AckAction::None => {}
+            AckAction::FastRetransmit => {
+                self.counters.fast_retransmits += 1;
+                self.partial_acks = 0;
+                self.retransmit_first_unacked(net);
+            }
+            AckAction::RetransmitHole => self.retransmit_first_unacked(net),
+        }
+        if self.sender_done() {
+            self.rto_deadline = None;
+            return;
+        }
+        self.try_send(net);
+    }
+
+    /// A data segment arrived at the receiver. Returns the bytes that arrived for the first
+    /// time (in order or not) and whether the transfer is now complete.
+    pub fn on_data(&mut self, net: &mut Net, p: &Packet) -> (u64, TcpOutcome) {
+        let seq = p.seq;
+        let len = (p.size - HEADER) as u64;
+        let before = self.rcv_nxt;
+        let had_holes = !self.ooo.is_empty();
+        let mut fresh_ooo = false;
+        if seq <= self.last_ack_sent {
+            self.ts_recent = p.ts;
+        }
+        if seq == self.rcv_nxt {
+            self.rcv_nxt += len;
+            while self.ooo.remove(&self.rcv_nxt) {
+                self.rcv_nxt += self.seg_len(self.rcv_nxt);
+            }
+        } else if seq > self.rcv_nxt {
+            fresh_ooo = self.ooo.insert(seq);
+        }
+        // New bytes: first arrival of this segment, in order or not.
+        let new_bytes = if seq == before || fresh_ooo { len } else { 0 };
+        let complete = self.total != u64::MAX && self.rcv_nxt >= self.total;
+        let in_order = seq == before && !had_holes;
+        // BSD's window update: once half the receive window is unacknowledged, an ACK goes out
+        // at once (the application reads at once, so the window opened that much).
+        let window_update = self.rcv_nxt - self.last_ack_sent >= self.params.max_window / 2;
+        if !in_order || complete || !self.params.delayed_ack || self.delack_pending || window_update {
+            self.send_ack(net);
+        } else {
+            self.delack_pending = true;
+            self.delack_seq = self.delack_seq.wrapping_add(1);
+            net.schedule(net.now + self.params.delack_timeout, Ev::DelAck { conn: self.slot, gen: self.gen, seq: self.delack_seq });
+        }
+        let outcome = if complete && self.completed.is_none() {
+            self.completed = Some(net.now);
+            TcpOutcome::ReceiverComplete
+        } else {
+            TcpOutcome::Nothing
+        };
+        (new_bytes, outcome)
+    }
+
+    pub fn on_delack(&mut self, net: &mut Net, seq: u32) {
+        if self.delack_pending && seq == self.delack_seq {
+            self.send_ack(net);
+        }
+    }
+
+    fn send_ack(&mut self, net: &mut Net) {
+        self.delack_pending = false;
+        self.last_ack_sent = self.rcv_nxt;
+        self.counters.acks_sent += 1;
+        net.send(
+            self.dst,
+            Packet {
+                kind: Kind::Ack,
+                dst: self.src,
+                size: HEADER,
+                endpoint: self.slot,
+                gen: self.gen,
+                stat: self.stat,
+                seq: self.rcv_nxt,
+                ts: self.ts_recent,
+            },
+        );
+    }
+}
