@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod plot;
 mod probe;
+mod reproduce;
 mod sim;
 mod testbed;
 
@@ -18,6 +20,8 @@ enum Cmd {
     /// Packet-level simulation of a scenario file.
     #[command(subcommand)]
     Sim(sim::SimCmd),
+    /// Rerun a paper's experiment: CSV, SVG plot and a comparison with the paper.
+    Reproduce(reproduce::ReproduceArgs),
     /// Emulated networks from Linux network namespaces.
     #[command(subcommand)]
     Testbed(testbed::TestbedCmd),
@@ -36,6 +40,7 @@ fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Sim(c) => sim::run(c),
+        Cmd::Reproduce(a) => reproduce::run(a),
         Cmd::Testbed(c) => testbed::run(c),
         Cmd::Probe(a) => probe::run_probe(a),
         Cmd::Serve(a) => probe::run_serve(a),

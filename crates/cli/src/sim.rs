@@ -23,8 +23,8 @@ pub enum SimCmd {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Scenario file (TOML).
-    pub file: PathBuf,
+    /// Scenario file (TOML); without it, the built-in dumbbell (scenarios/sim/dumbbell.toml).
+    pub file: Option<PathBuf>,
     /// Seed (overrides the scenario's).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -99,8 +99,14 @@ pub fn run_with_progress(w: &mut World) {
     }
 }
 
+/// The scenario `headroom sim run` uses when given no file.
+pub const BUILT_IN_SCENARIO: &str = include_str!("../../../scenarios/sim/dumbbell.toml");
+
 fn run_one(a: RunArgs) -> Result<()> {
-    let (_, sc) = load(&a.file)?;
+    let sc = match &a.file {
+        Some(f) => load(f)?.1,
+        None => Scenario::parse(BUILT_IN_SCENARIO, "built-in scenarios/sim/dumbbell.toml")?,
+    };
     let mut w = World::new(&sc, a.seed).map_err(anyhow::Error::msg)?;
     run_with_progress(&mut w);
     let report = w.report();

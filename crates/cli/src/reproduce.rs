@@ -1,0 +1,222 @@
+//! `headroom reproduce NAME...`: rerun a paper's experiment and write CSV, an SVG plot and a
+//! side-by-side summary (ours against the paper's figures) into `--out` (default `out/NAME`).
+//! The scenarios are embedded in the binary, so an installed `headroom` needs no checkout.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use headroom_sim::world::Metric;
+use headroom_sim::{sweep, Scenario, World};
+
+use crate::plot::{Chart, Series};
+
+#[derive(Args, Debug)]
+pub struct ReproduceArgs {
+    /// Experiments to run (`list` shows them, `all` runs every one).
+    #[arg(required = true)]
+    pub names: Vec<String>,
+    /// Output directory (one sub-directory per experiment).
+    #[arg(long, default_value = "out")]
+    pub out: PathBuf,
+}
+
+struct Experiment {
+    name: &'static str,
+    about: &'static str,
+    run: fn(&Path) -> Result<String>,
+}
+
+const EXPERIMENTS: &[Experiment] = &[
+    Experiment { name: "becc-fig2", about: "BECC Fig. 2: Reno throughput vs maximum window, 45 Mb/s, 10 ms (intermittent transfer)", run: becc_fig2 },
+    Experiment { name: "becc-fig10", about: "BECC Fig. 10: BECC vs Reno, maximum window 30-350 KB, 45 Mb/s", run: becc_fig10 },
+    Experiment { name: "becc-fig11", about: "BECC Fig. 11: BECC vs Reno, maximum window 30-350 KB, 10 Mb/s", run: becc_fig11 },
+    Experiment { name: "becc-fig12", about: "BECC Fig. 12: tracking a 20 Mb/s UDP load switched off at 10 s and on at 20 s", run: becc_fig12 },
+    Experiment { name: "becc-fig13", about: "BECC Fig. 13: two BECC flows", run: becc_fig13 },
+];
+
+const FIG2: &str = include_str!("../../../scenarios/becc/fig2.toml");
+const FIG10: &str = include_str!("../../../scenarios/becc/fig10.toml");
+const FIG11: &str = include_str!("../../../scenarios/becc/fig11.toml");
+const FIG12: &str = include_str!("../../../scenarios/becc/fig12.toml");
+const FIG13: &str = include_str!("../../../scenarios/becc/fig13.toml");
+
+pub fn run(a: ReproduceArgs) -> Result<()> {
+    if a.names.iter().any(|n| n == "list") {
+        for e in EXPERIMENTS {
+            println!("{:<14} {}", e.name, e.about);
+        }
+        return Ok(());
+    }
+    let chosen: Vec<&Experiment> = if a.names.iter().any(|n| n == "all") {
+        EXPERIMENTS.iter().collect()
+    } else {
+        a.names
+            .iter()
+            .map(|n| EXPERIMENTS.iter().find(|e| e.name == n).ok_or_else(|| anyhow::anyhow!("unknown experiment `{n}` (see `headroom reproduce list`)")))
+            .collect::<Result<_>>()?
+    };
+    for e in chosen {
+        let dir = a.out.join(e.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        println!("== {} — {}", e.name, e.about);
+        let summary = (e.run)(&dir)?;
+        std::fs::write(dir.join("summary.txt"), &summary)?;
+        print!("{summary}");
+        println!("(files in {})\n", dir.display());
+    }
+    Ok(())
+}
+
+fn kb(v: &toml::Value) -> f64 {
+    headroom_core::units::parse_bytes(&sweep::label(v)).map(|b| b.0 as f64 / 1000.0).unwrap_or(f64::NAN)
+}
+
+/// Runs the scenario's `[sweep]` once per controller; returns (window KB, [Mb/s per cc], [timeouts per cc]).
+fn window_sweep(src: &str, origin: &str, ccs: &[&str]) -> Result<Vec<(f64, Vec<f64>, Vec<u64>)>> {
+    let sc = Scenario::parse(src, origin)?;
+    let Some(sw) = sc.sweep else { bail!("{origin}: no [sweep]") };
+    let mut rows: Vec<(f64, Vec<f64>, Vec<u64>)> = sw.values.iter().map(|v| (kb(v), Vec::new(), Vec::new())).collect();
+    for cc in ccs {
+        let text = src.replace("cc = \"reno\"", &format!("cc = \"{cc}\""));
+        for (i, p) in sweep::run(&text, origin, &sw.key, &sw.values, None)?.into_iter().enumerate() {
+            rows[i].1.push(p.report.flows[0].throughput_mbps);
+            rows[i].2.push(p.report.flows[0].timeouts);
+        }
+    }
+    Ok(rows)
+}
+
+fn mean_where(rows: &[(f64, Vec<f64>, Vec<u64>)], k: usize, keep: impl Fn(f64) -> bool) -> f64 {
+    let v: Vec<f64> = rows.iter().filter(|r| keep(r.0)).map(|r| r.1[k]).collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[&str], rows: &[(f64, Vec<f64>, Vec<u64>)]) -> Result<()> {
+    let mut csv = String::from("max_window_kb");
+    for cc in ccs {
+        let _ = write!(csv, ",{cc}_mbps,{cc}_timeouts");
+    }
+    csv.push('\n');
+    for r in rows {
+        let _ = write!(csv, "{}", r.0);
+        for k in 0..ccs.len() {
+            let _ = write!(csv, ",{:.3},{}", r.1[k], r.2[k]);
+        }
+        csv.push('\n');
+    }
+    std::fs::write(dir.join(format!("{file}.csv")), csv)?;
+    let chart = Chart {
+        title: title.into(),
+        x_label: "maximum window (KB)".into(),
+        y_label: "throughput (Mb/s)".into(),
+        series: ccs.iter().enumerate().map(|(k, cc)| Series { label: cc.to_string(), points: rows.iter().map(|r| (r.0, r.1[k])).collect(), markers_only: false }).collect(),
+        y_range: None,
+    };
+    std::fs::write(dir.join(format!("{file}.svg")), chart.to_svg())?;
+    Ok(())
+}
+
+fn becc_fig2(dir: &Path) -> Result<String> {
+    let rows = window_sweep(FIG2, "scenarios/becc/fig2.toml", &["reno"])?;
+    write_sweep(dir, "fig2", "BECC Fig. 2: Reno, 45 Mb/s, 10 ms RTT", &["reno"], &rows)?;
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<26} {:>12} {:>12}", "Reno throughput", "paper", "headroom");
+    let _ = writeln!(s, "{:<26} {:>12} {:>12.1}", "windows 90-200 KB (Mb/s)", "~41", mean_where(&rows, 0, |w| (90.0..=200.0).contains(&w)));
+    let _ = writeln!(s, "{:<26} {:>12} {:>12.1}", "windows > 200 KB (Mb/s)", "~12", mean_where(&rows, 0, |w| w > 200.0));
+    Ok(s)
+}
+
+fn becc_sweep_fig(dir: &Path, src: &str, origin: &str, file: &str, title: &str, paper_reno: &str, paper_becc: &str) -> Result<String> {
+    let rows = window_sweep(src, origin, &["reno", "becc"])?;
+    write_sweep(dir, file, title, &["reno", "becc"], &rows)?;
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<34} {:>10} {:>10}", "windows beyond 220 KB (Mb/s)", "paper", "headroom");
+    let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "Reno", paper_reno, mean_where(&rows, 0, |w| w > 220.0));
+    let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "BECC", paper_becc, mean_where(&rows, 1, |w| w > 220.0));
+    let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "both, windows <= 200 KB: Reno", "alike", mean_where(&rows, 0, |w| w <= 200.0));
+    let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "both, windows <= 200 KB: BECC", "alike", mean_where(&rows, 1, |w| w <= 200.0));
+    Ok(s)
+}
+
+fn becc_fig10(dir: &Path) -> Result<String> {
+    becc_sweep_fig(dir, FIG10, "scenarios/becc/fig10.toml", "fig10", "BECC Fig. 10: 45 Mb/s, 10 ms RTT", "~12", "~30")
+}
+
+fn becc_fig11(dir: &Path) -> Result<String> {
+    becc_sweep_fig(dir, FIG11, "scenarios/becc/fig11.toml", "fig11", "BECC Fig. 11: 10 Mb/s, 10 ms RTT", "lower", "higher")
+}
+
+/// Runs a scenario and writes its standard outputs; returns the world for plots.
+fn run_scenario(dir: &Path, src: &str, origin: &str) -> Result<(World, headroom_sim::Report)> {
+    let sc = Scenario::parse(src, origin)?;
+    let mut w = World::new(&sc, None).map_err(anyhow::Error::msg)?;
+    w.run();
+    let r = w.report();
+    headroom_sim::output::write_all(dir, &w, &r)?;
+    Ok((w, r))
+}
+
+fn series_of(w: &World, name: &str, metric: Metric, scale: f64) -> Vec<(f64, f64)> {
+    let Some(idx) = w.series.iter().position(|s| s == name) else { return Vec::new() };
+    w.trace.iter().filter(|r| r.series as usize == idx && r.metric == metric).map(|r| (r.time.as_secs_f64(), r.value * scale)).collect()
+}
+
+fn mean_between(points: &[(f64, f64)], a: f64, b: f64) -> f64 {
+    let v: Vec<f64> = points.iter().filter(|p| p.0 > a && p.0 <= b).map(|p| p.1).collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn becc_fig12(dir: &Path) -> Result<String> {
+    let (w, r) = run_scenario(dir, FIG12, "scenarios/becc/fig12.toml")?;
+    let becc = series_of(&w, "becc", Metric::ThroughputBps, 1e-6);
+    let udp: Vec<(f64, f64)> = series_of(&w, "udp-0-10s", Metric::ThroughputBps, 1e-6)
+        .iter()
+        .zip(series_of(&w, "udp-from-20s", Metric::ThroughputBps, 1e-6))
+        .map(|(a, b)| (a.0, a.1 + b.1))
+        .collect();
+    let window = series_of(&w, "becc", Metric::CeilingBytes, 8.0 / 1e6 / 0.010);
+    let chart = Chart {
+        title: "BECC Fig. 12: 20 Mb/s UDP on 0-10 s and from 20 s".into(),
+        x_label: "time (s)".into(),
+        y_label: "Mb/s".into(),
+        series: vec![
+            Series { label: "BECC throughput".into(), points: becc.clone(), markers_only: false },
+            Series { label: "UDP load".into(), points: udp, markers_only: false },
+            Series { label: "bw window / 10 ms".into(), points: window, markers_only: false },
+        ],
+        y_range: Some((0.0, 50.0)),
+    };
+    std::fs::write(dir.join("fig12.svg"), chart.to_svg())?;
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<30} {:>20} {:>10}", "BECC throughput (Mb/s)", "paper", "headroom");
+    let _ = writeln!(s, "{:<30} {:>20} {:>10.1}", "0-10 s (UDP on)", "~15 measured rate", mean_between(&becc, 0.5, 10.0));
+    let _ = writeln!(s, "{:<30} {:>20} {:>10.1}", "10-20 s (UDP off)", "rises", mean_between(&becc, 10.0, 20.0));
+    let _ = writeln!(s, "{:<30} {:>20} {:>10.1}", "20-40 s (UDP on)", "one stall, recovers", mean_between(&becc, 20.0, 40.0));
+    let _ = writeln!(s, "timeouts: {}; BECC state per connection: {} bytes (paper: 40)", r.flows[0].timeouts, r.flows[0].cc_state_bytes.unwrap_or(0));
+    Ok(s)
+}
+
+fn becc_fig13(dir: &Path) -> Result<String> {
+    let (w, r) = run_scenario(dir, FIG13, "scenarios/becc/fig13.toml")?;
+    let a = series_of(&w, "becc1", Metric::ThroughputBps, 1e-6);
+    let b = series_of(&w, "becc2", Metric::ThroughputBps, 1e-6);
+    let chart = Chart {
+        title: "BECC Fig. 13: two BECC flows, 45 Mb/s".into(),
+        x_label: "time (s)".into(),
+        y_label: "throughput (Mb/s)".into(),
+        series: vec![
+            Series { label: "becc1".into(), points: a.clone(), markers_only: false },
+            Series { label: "becc2 (from 5 s)".into(), points: b.clone(), markers_only: false },
+        ],
+        y_range: Some((0.0, 50.0)),
+    };
+    std::fs::write(dir.join("fig13.svg"), chart.to_svg())?;
+    let (ma, mb) = (mean_between(&a, 5.0, 60.0), mean_between(&b, 5.0, 60.0));
+    let jain = (ma + mb).powi(2) / (2.0 * (ma * ma + mb * mb));
+    let mut s = String::new();
+    let _ = writeln!(s, "two BECC flows from 5 s to 60 s: {ma:.1} + {mb:.1} = {:.1} Mb/s, Jain index {jain:.3}", ma + mb);
+    let _ = writeln!(s, "timeouts: {} and {} (paper: a few congestion episodes, then stable)", r.flows[0].timeouts, r.flows[1].timeouts);
+    Ok(s)
+}

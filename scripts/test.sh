@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs headroom's whole test suite. Installs the system packages the tests need first (as root,
+# on Debian 12). Tests that need root or network namespaces skip with a printed reason without them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+    else
+        echo "test.sh: not root, cannot install ${need_apt[*]}; tests that need them will skip" >&2
+    fi
+fi
+
+# Release profile: the simulator tests run paper-scale scenarios.
+cargo test --workspace --release --locked -- --test-threads="${TEST_THREADS:-2}"
