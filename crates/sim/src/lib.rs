@@ -9,6 +9,7 @@
 
 pub mod net;
 pub mod output;
+pub mod probe;
 pub mod rng;
 pub mod scenario;
 pub mod serde_units;

@@ -41,6 +41,10 @@ pub enum Kind {
     Udp,
     /// A web request: `seq` carries the size of the requested object.
     Request,
+    /// A probe packet (PathQuick, pathChirp, ImTCP echo mode): `seq` is its id.
+    Probe,
+    /// The echo of a probe: `seq` is the probe's id, `ts` its arrival time at the receiver.
+    Echo,
 }
 
 /// A packet on the wire. `size` includes all headers.
@@ -81,6 +85,8 @@ pub enum Ev {
     WebPage(u32),
     /// A web client requests one more object of its page (with `object_gap`).
     WebObject { client: u32, size: u64 },
+    /// A probe sender wakes up.
+    ProbeWake(u32),
     /// Periodic trace sample.
     Sample,
 }

@@ -22,6 +22,7 @@ pub fn summary_table(r: &Report) -> String {
             FlowKind::Tcp => "tcp",
             FlowKind::Udp => "udp",
             FlowKind::Web => "web",
+            FlowKind::Probe => "probe",
         };
         let _ = writeln!(
             s,
@@ -103,7 +104,28 @@ pub fn flows_csv(r: &Report) -> String {
             f.min_rtt_ms.map_or(String::new(), |t| format!("{t:.6}")),
         );
     }
-    s.replace("Tcp", "tcp").replace("Udp", "udp").replace("Web", "web")
+    s.replace("Tcp", "tcp").replace("Udp", "udp").replace("Web", "web").replace("Probe", "probe")
+}
+
+/// `estimates.csv` text: every available-bandwidth estimate (probe trains, ImTCP).
+pub fn estimates_csv(w: &World) -> String {
+    let mut s = String::from("time_s,flow,method,verdict,value_bps,range_lo_bps,range_hi_bps,elapsed_s,probe_bytes\n");
+    for e in &w.estimates {
+        let _ = writeln!(
+            s,
+            "{:.6},{},{},{},{},{},{},{:.6},{}",
+            e.time.as_secs_f64(),
+            w.stats[e.stat as usize].name,
+            e.method,
+            e.verdict,
+            e.value.map_or(String::new(), |v| v.0.to_string()),
+            e.range.0 .0,
+            e.range.1 .0,
+            e.elapsed.as_secs_f64(),
+            e.bytes
+        );
+    }
+    s
 }
 
 /// Writes `summary.json`, `flows.csv`, `trace.csv` and (with web traffic) `pages.csv` into `dir`.
@@ -120,6 +142,9 @@ pub fn write_all(dir: &Path, w: &World, r: &Report) -> std::io::Result<Vec<Strin
     put("trace.csv", trace_csv(w))?;
     if r.flows.iter().any(|f| f.kind == FlowKind::Web) {
         put("pages.csv", pages_csv(r))?;
+    }
+    if !w.estimates.is_empty() {
+        put("estimates.csv", estimates_csv(w))?;
     }
     Ok(written)
 }

@@ -68,6 +68,8 @@ pub struct Scenario {
     #[serde(default)]
     pub web: Vec<WebSpec>,
     #[serde(default)]
+    pub probe: Vec<ProbeSpec>,
+    #[serde(default)]
     pub trace: TraceSpec,
     /// A parameter sweep run by `headroom sim sweep`.
     #[serde(default)]
@@ -169,6 +171,72 @@ pub struct TcpSpec {
     pub rto_granularity: Option<Dur>,
     #[serde(default, deserialize_with = "de_opt_dur")]
     pub rto_initial: Option<Dur>,
+    /// Inline measurement (ImTCP): the sender's segments are shaped into probe streams.
+    #[serde(default)]
+    pub imtcp: Option<ImtcpSpec>,
+}
+
+/// ImTCP inline-measurement parameters (ImTCP §3; defaults as the paper's).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImtcpSpec {
+    /// Packets per stream `N` (default 35).
+    #[serde(default)]
+    pub stream_len: Option<usize>,
+    /// Sub-ranges `k`.
+    #[serde(default)]
+    pub sub_ranges: Option<usize>,
+    /// Pause between measurements, in RTTs (default 0).
+    #[serde(default)]
+    pub interval_rtts: Option<f64>,
+    /// Upper bound of any search range (the access link rate, when known).
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub link_rate: Option<Rate>,
+}
+
+/// A measurement flow that is not TCP: PathQuick or pathChirp trains, or ImTCP's algorithm in
+/// echo mode. The receiving node echoes every probe with its arrival time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub from: Spanned<String>,
+    pub to: Spanned<String>,
+    /// pathquick | pathchirp | imtcp-echo
+    pub method: Spanned<String>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub start: Option<Dur>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub stop: Option<Dur>,
+    /// Time from one train (measurement) start to the next; default 1 s (0 for imtcp-echo).
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub interval: Option<Dur>,
+    /// PathQuick: spacing T_quick, first size P_1, increment ΔP, packets N (default: the
+    /// paper's 1 ms, 1 B, 12 B, P_N = 1489 B).
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub t_quick: Option<Dur>,
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub p_1: Option<Bytes>,
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub delta_p: Option<Bytes>,
+    #[serde(default)]
+    pub n: Option<u32>,
+    /// pathChirp: spread factor γ, packet size, B_min, B_max (default: the paper's 1.2, 1489 B,
+    /// 104 kbps, 11,912 kbps).
+    #[serde(default)]
+    pub gamma: Option<f64>,
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub size: Option<Bytes>,
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub b_min: Option<Rate>,
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub b_max: Option<Rate>,
+    /// ImTCP echo mode: stream length N and the upper bound of the search range.
+    #[serde(default)]
+    pub stream_len: Option<usize>,
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub link_rate: Option<Rate>,
 }
 
 /// One or more identical UDP sources.
@@ -372,6 +440,14 @@ impl Scenario {
             known(&w.servers, &format!("web[{i}].servers"))?;
             crate::world::check_cc_name(w.cc.get_ref()).map_err(|m| err(&w.cc.span(), &format!("web[{i}].cc"), m))?;
             w.model.validate().map_err(|m| err(&w.clients.span(), &format!("web[{i}].model"), m))?;
+        }
+        for (i, p) in self.probe.iter().enumerate() {
+            known(&p.from, &format!("probe[{i}].from"))?;
+            known(&p.to, &format!("probe[{i}].to"))?;
+            if p.from.get_ref() == p.to.get_ref() {
+                return Err(err(&p.to.span(), &format!("probe[{i}].to"), "sender and receiver are the same node".into()));
+            }
+            crate::world::make_prober(p, Dur::ZERO, 0, Dur::from_secs(1)).map_err(|m| err(&p.method.span(), &format!("probe[{i}]"), m))?;
         }
         for q in &self.trace.queues {
             let ok = q.get_ref().split_once("->").is_some_and(|(a, b)| {

@@ -18,9 +18,13 @@ use headroom_core::reno::{Recovery, Reno, RenoConfig, SsthreshRule};
 use headroom_core::units::{Bytes, Dur, Time};
 use serde::Serialize;
 
+use headroom_core::abw::{ChirpSpec, EstimatorConfig, QuickSpec, TrainDesign};
+use headroom_core::imtcp::{ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, SharedImtcp};
+
 use crate::net::{Counters, Ev, Kind, Link, Net, NodeId, Packet, QueueLimit};
+use crate::probe::{EstimateRow, ImtcpEchoProber, Prober, TrainProber};
 use crate::rng::Rng;
-use crate::scenario::{rto_preset, Scenario};
+use crate::scenario::{rto_preset, ImtcpSpec, ProbeSpec, Scenario};
 use crate::tcp::{Owner, TcpConn, TcpOutcome, TcpParams};
 use crate::traffic::{UdpSource, WebModel};
 
@@ -49,6 +53,99 @@ pub fn make_cc(name: &str, cfg: RenoConfig) -> Box<dyn CongestionControl> {
     }
 }
 
+/// Size of a probe's echo on the wire.
+pub const ECHO_SIZE: u32 = 40;
+
+/// Builds the prober of a `[[probe]]` entry (also used to validate it).
+pub fn make_prober(p: &ProbeSpec, start: Dur, stat: u32, stop: Dur) -> Result<Box<dyn Prober>, String> {
+    let (start, stop) = (Time(start.0), Time(stop.0));
+    if stop <= start {
+        return Err("stop must come after start".into());
+    }
+    let interval = p.interval;
+    match p.method.get_ref().as_str() {
+        "pathquick" => {
+            let mut spec = QuickSpec::paper();
+            if let Some(t) = p.t_quick {
+                spec.t_quick = Some(t);
+            }
+            if let Some(b) = p.p_1 {
+                spec.p_1 = Some(b);
+            }
+            if let Some(b) = p.delta_p {
+                spec.delta_p = Some(b);
+            }
+            if let Some(n) = p.n {
+                spec.n = Some(n);
+                spec.p_n = None;
+            }
+            let design = spec.solve().map_err(|e| e.to_string())?;
+            let d = TrainDesign::PathQuick(design);
+            Ok(Box::new(TrainProber::new(d, EstimatorConfig::default(), start, interval.unwrap_or(Dur::from_secs(1)), Dur::from_secs(1), stop, stat)))
+        }
+        "pathchirp" => {
+            let mut spec = ChirpSpec::paper();
+            if let Some(g) = p.gamma {
+                spec.gamma = g;
+            }
+            if let Some(b) = p.size {
+                spec.size = b;
+            }
+            if let Some(r) = p.b_min {
+                spec.b_min = r;
+            }
+            if let Some(r) = p.b_max {
+                spec.b_max = r;
+            }
+            let design = spec.design().map_err(|e| e.to_string())?;
+            let d = TrainDesign::PathChirp(design);
+            Ok(Box::new(TrainProber::new(d, EstimatorConfig::default(), start, interval.unwrap_or(Dur::from_secs(1)), Dur::from_secs(1), stop, stat)))
+        }
+        "imtcp-echo" => {
+            // The world first polls the prober at the flow's start time.
+            let prober = EchoProber::new(prober_config(p, interval)).map_err(|e| e.to_string())?;
+            Ok(Box::new(ImtcpEchoProber::new(prober, stat, stop)))
+        }
+        other => Err(format!("unknown method `{other}` (pathquick, pathchirp, imtcp-echo)")),
+    }
+}
+
+fn prober_config(p: &ProbeSpec, interval: Option<Dur>) -> EchoConfig {
+    let mut cfg = EchoConfig::default();
+    if let Some(n) = p.stream_len {
+        cfg.measurement.stream_len = n;
+    }
+    if let Some(r) = p.link_rate {
+        cfg.measurement.link_rate = Some(r);
+    }
+    if let Some(i) = interval {
+        cfg.interval = i;
+    }
+    if let Some(b) = p.size {
+        cfg.probe_size = b;
+    }
+    cfg
+}
+
+/// The ImTCP control unit of an `imtcp = { ... }` entry.
+pub fn make_imtcp(spec: &ImtcpSpec, delayed_ack: bool) -> Result<SharedImtcp, String> {
+    let mut cfg = ControlConfig::default();
+    if let Some(n) = spec.stream_len {
+        cfg.measurement.stream_len = n;
+    }
+    if let Some(k) = spec.sub_ranges {
+        cfg.measurement.sub_ranges = k;
+    }
+    if let Some(i) = spec.interval_rtts {
+        cfg.interval_rtts = i;
+    }
+    if let Some(r) = spec.link_rate {
+        cfg.measurement.link_rate = Some(r);
+    }
+    cfg.measurement.delayed_ack = delayed_ack;
+    Ok(SharedImtcp::new(ImtcpBuffer::new(cfg).map_err(|e| e.to_string())?))
+}
+
 /// What kind of flow a statistics row describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,6 +153,7 @@ pub enum FlowKind {
     Tcp,
     Udp,
     Web,
+    Probe,
 }
 
 /// Per-flow statistics (a web population is one row).
@@ -112,6 +210,14 @@ struct WebGroup {
     stop: Time,
 }
 
+struct ProbeFlow {
+    src: NodeId,
+    dst: NodeId,
+    stat: u32,
+    prober: Box<dyn Prober>,
+    wake: Option<Time>,
+}
+
 struct WebClient {
     group: u32,
     rng: Rng,
@@ -166,6 +272,11 @@ pub struct World {
     udp: Vec<UdpFlow>,
     web: Vec<WebGroup>,
     clients: Vec<WebClient>,
+    probes: Vec<ProbeFlow>,
+    /// ImTCP control units installed below bulk flows, by flow-statistics index.
+    inline: Vec<(u32, SharedImtcp)>,
+    /// Every available-bandwidth estimate of the run, in time order per flow.
+    pub estimates: Vec<EstimateRow>,
     pub stats: Vec<FlowStats>,
     /// Trace series names: flow names first, then traced links.
     pub series: Vec<String>,
@@ -224,6 +335,9 @@ impl World {
             udp: Vec::new(),
             web: Vec::new(),
             clients: Vec::new(),
+            probes: Vec::new(),
+            inline: Vec::new(),
+            estimates: Vec::new(),
             stats: Vec::new(),
             series: Vec::new(),
             traced_links: Vec::new(),
@@ -289,6 +403,13 @@ impl World {
                 w.stats[stat as usize].cc_state_bytes = Some(cc.state_size());
                 let bulk_idx = w.bulk.len() as u32;
                 let conn = w.open_conn(src, dst, stat, Owner::Bulk(bulk_idx), params, cc, t.bytes.map_or(u64::MAX, |b| b.0));
+                if let Some(spec) = &t.imtcp {
+                    let shared = make_imtcp(spec, params.delayed_ack).map_err(|e| format!("tcp[{i}].imtcp: {e}"))?;
+                    if let Some(c) = w.conns[conn as usize].as_mut() {
+                        c.buffer = Some(Box::new(shared.clone()));
+                    }
+                    w.inline.push((stat, shared));
+                }
                 let start = Time(t.start.unwrap_or(Dur::ZERO).0);
                 let stop = t.stop.map(|d| Time(d.0));
                 w.bulk.push(BulkFlow { conn, stat, stop });
@@ -346,6 +467,19 @@ impl World {
                 w.clients.push(WebClient { group: g, rng, outstanding: 0, page_start: Time::ZERO });
                 w.net.schedule(first, Ev::WebPage(c));
             }
+        }
+        for (i, p) in sc.probe.iter().enumerate() {
+            let (src, dst) = (node_index(&w.net.node_names, p.from.get_ref()), node_index(&w.net.node_names, p.to.get_ref()));
+            check_route(&w.net, src, dst, &format!("probe[{i}]"))?;
+            let name = p.name.clone().unwrap_or_else(|| format!("probe{i}"));
+            let stat = w.add_stat(name, FlowKind::Probe, Some(p.method.get_ref().clone()));
+            let start = p.start.unwrap_or(Dur::ZERO);
+            let stop = p.stop.unwrap_or(sc.duration);
+            let prober = make_prober(p, start, stat, stop).map_err(|e| format!("probe[{i}]: {e}"))?;
+            w.stats[stat as usize].start_s = start.as_secs_f64();
+            let idx = w.probes.len() as u32;
+            w.probes.push(ProbeFlow { src, dst, stat, prober, wake: Some(Time(start.0)) });
+            w.net.schedule(Time(start.0), Ev::ProbeWake(idx));
         }
         for q in &sc.trace.queues {
             let li = w.net.links.iter().position(|l| &l.name == q.get_ref()).ok_or_else(|| format!("trace.queues: no link `{}`", q.get_ref()))?;
@@ -496,6 +630,7 @@ impl World {
             Ev::UdpSend(i) => self.udp_send(i),
             Ev::WebPage(c) => self.web_page(c),
             Ev::WebObject { client, size } => self.web_request(client, size),
+            Ev::ProbeWake(i) => self.probe_wake(i),
             Ev::Sample => self.sample(),
         }
     }
@@ -536,6 +671,20 @@ impl World {
                 s.bytes += p.size as u64;
                 s.interval_bytes += p.size as u64;
             }
+            Kind::Probe => {
+                let s = &mut self.stats[p.stat as usize];
+                s.bytes += p.size as u64;
+                s.interval_bytes += p.size as u64;
+                let f = &self.probes[p.endpoint as usize];
+                let now = self.net.now;
+                let echo = Packet { kind: Kind::Echo, dst: f.src, size: ECHO_SIZE, endpoint: p.endpoint, gen: 0, stat: p.stat, seq: p.seq, ts: now };
+                self.net.send(f.dst, echo);
+            }
+            Kind::Echo => {
+                let now = self.net.now;
+                self.probes[p.endpoint as usize].prober.on_echo(now, p.seq, p.ts);
+                self.probe_wake(p.endpoint);
+            }
             Kind::Request => {
                 let client = p.endpoint;
                 let g = &self.web[self.clients[client as usize].group as usize];
@@ -548,6 +697,51 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Sends what the prober has due, collects its estimates, and sets its next wake-up.
+    fn probe_wake(&mut self, i: u32) {
+        let now = self.net.now;
+        let f = &mut self.probes[i as usize];
+        if f.wake == Some(now) {
+            f.wake = None;
+        }
+        while let Some((id, size)) = f.prober.poll_transmit(now) {
+            self.stats[f.stat as usize].packets_sent += 1;
+            self.net.send(f.src, Packet { kind: Kind::Probe, dst: f.dst, size: size.max(1), endpoint: i, gen: 0, stat: f.stat, seq: id, ts: now });
+        }
+        while let Some(e) = f.prober.poll_estimate(now) {
+            self.estimates.push(e);
+        }
+        if let Some(t) = f.prober.next_wakeup() {
+            let t = t.max(now);
+            if f.wake.is_none_or(|w| t < w) && t <= self.end {
+                f.wake = Some(t);
+                self.net.schedule(t, Ev::ProbeWake(i));
+            }
+        }
+    }
+
+    fn drain_inline_estimates(&mut self) {
+        for (stat, shared) in &self.inline {
+            while let Some(e) = shared.poll_estimate() {
+                self.estimates.push(EstimateRow {
+                    time: e.time,
+                    stat: *stat,
+                    method: "imtcp",
+                    value: Some(e.value),
+                    verdict: if e.in_range { "estimate" } else { "out_of_range" },
+                    range: e.search_range,
+                    elapsed: Dur::ZERO,
+                    bytes: 0,
+                });
+            }
+        }
+    }
+
+    /// The ImTCP control unit of bulk flow `k` (in scenario order), if it has one.
+    pub fn inline_measurement(&self, stat: u32) -> Option<&SharedImtcp> {
+        self.inline.iter().find(|(s, _)| *s == stat).map(|(_, m)| m)
     }
 
     fn udp_send(&mut self, i: u32) {
@@ -619,6 +813,7 @@ impl World {
 
     fn sample(&mut self) {
         let now = self.net.now;
+        self.drain_inline_estimates();
         let secs = self.trace_interval.as_secs_f64();
         for (i, s) in self.stats.iter_mut().enumerate() {
             let bps = s.interval_bytes as f64 * 8.0 / secs;
@@ -660,6 +855,10 @@ impl World {
     /// Final per-flow statistics (call after the run).
     pub fn report(&mut self) -> Report {
         let end = self.net.now;
+        self.drain_inline_estimates();
+        for p in &self.probes {
+            self.stats[p.stat as usize].stop_s = self.end.as_secs_f64();
+        }
         for b in &self.bulk {
             let s = &mut self.stats[b.stat as usize];
             let stop = b.stop.unwrap_or(end).min(end);

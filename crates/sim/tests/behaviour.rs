@@ -227,3 +227,44 @@ fn becc_doubles_reno_on_the_intermittent_transfer_path() {
     let (reno, becc) = (fig2("reno", "128KB"), fig2("becc", "128KB"));
     assert!((becc - reno).abs() < 0.02 * reno, "BECC {becc:.2} vs Reno {reno:.2} at 128 KB");
 }
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+#[test]
+fn pathquick_trains_measure_the_fig6_path() {
+    // 12 Mb/s bottleneck with 6 Mb/s of Poisson cross traffic: 6 Mb/s available.
+    let (w, r) = run(&repo_file("scenarios/pathquick/fig6.toml").replace("duration = \"60s\"", "duration = \"21s\""));
+    let est: Vec<f64> = w.estimates.iter().filter(|e| e.verdict == "estimate").map(|e| e.value.unwrap().0 as f64 / 1e6).collect();
+    assert!(est.len() >= 15, "one train per second: {} estimates", est.len());
+    let m = median(est);
+    assert!((m - 6.0).abs() <= 2.0, "median estimate {m:.2} Mb/s for 6 Mb/s available");
+    let e = &w.estimates[0];
+    assert_eq!(e.bytes, 93_125, "the paper's train: 93.1 KB");
+    assert!(e.elapsed.as_secs_f64() < 0.124 + 0.052 + 0.03, "train + RTT: {:?}", e.elapsed);
+    assert!(r.flows.iter().any(|f| f.name == "probe" && f.bytes > 0));
+}
+
+#[test]
+fn imtcp_echo_and_inline_measurement_produce_estimates() {
+    let echo = path(
+        "100Mbps",
+        10,
+        1000,
+        "",
+        "[[udp]]\nfrom = \"s\"\nto = \"d\"\npattern = { kind = \"cbr\", rate = \"40Mbps\" }\n[[probe]]\nfrom = \"s\"\nto = \"d\"\nmethod = \"imtcp-echo\"\nlink_rate = \"1Gbps\"",
+        "10s",
+    );
+    let (w, _) = run(&echo);
+    let v: Vec<f64> = w.estimates.iter().filter(|e| e.method == "imtcp-echo").map(|e| e.value.unwrap().0 as f64 / 1e6).collect();
+    assert!(v.len() >= 5, "{} echo-mode estimates", v.len());
+    let m = median(v[v.len() / 2..].to_vec());
+    assert!((m - 60.0).abs() <= 0.15 * 60.0, "echo mode settles near 60 Mb/s available: {m:.1}");
+
+    let inline = path("100Mbps", 10, 1000, "", "[[tcp]]\nfrom = \"s\"\nto = \"d\"\nmax_window = \"100KB\"\nimtcp = { link_rate = \"1Gbps\" }", "10s");
+    let (w, r) = run(&inline);
+    assert!(w.estimates.iter().filter(|e| e.method == "imtcp").count() >= 3, "inline estimates: {:?}", w.estimates.len());
+    assert!(r.flows[0].throughput_mbps > 20.0, "the inline-measuring sender still transfers: {:.1}", r.flows[0].throughput_mbps);
+}

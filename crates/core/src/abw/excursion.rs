@@ -1,0 +1,815 @@
+//! Receiver-side estimator: the probe rate model read through pathChirp's *excursion
+//! segmentation* (Ribeiro et al., PAM 2003, §2.2–2.3; adopted by the PathQuick paper at the end
+//! of §3.4 for bursty cross traffic). One function, [`estimate_train`], serves both trains.
+//!
+//! # The algorithm
+//!
+//! Input: one record per packet (index, send time, receive time or lost, size), in any order.
+//!
+//! 1. Sort by index, drop duplicates, count losses and reordering (a packet that arrived before
+//!    some packet of lower index).
+//! 2. For the received packets `0..m` (in index order) take the relative one-way delay
+//!    `q_j = recv_j - send_j` (clock offsets cancel, only differences are used), and for each gap
+//!    `k` (between received packets `k` and `k+1`) its send spacing `Δ_k` and the rate it probed,
+//!    `r_k` = the later packet's size over its own send gap (`P_i / T_quick` for PathQuick,
+//!    `P / Δ_k` for pathChirp), the gap taken as the median of the three nearest (send jitter).
+//! 3. **Excursions.** An excursion starts at a packet `i` whose successor's delay is higher
+//!    (`q_{i+1} > q_i`). It ends at the first `j > i` where the delay has come back down,
+//!    `q_j - q_i < max_{i≤k≤j}(q_k - q_i) / F` (decrease factor `F = 1.5`). An excursion that
+//!    lasted `j - i ≥ L` gaps (busy-period threshold `L = 5`) was caused by the train itself
+//!    being above the available bandwidth at that moment: each gap `k` in it along which the
+//!    delay increased gets the estimate `E_k = r_k`. Shorter excursions are cross-traffic
+//!    bursts and mark nothing. Then the next excursion starts at the next increase after `j`.
+//! 4. **The excursion that never ends.** If the last excursion, starting at `l`, has not ended
+//!    when the train does, the train has reached the available bandwidth at `l` (the knee):
+//!    every gap `k ≥ l` gets `E_k = r_l`.
+//! 5. **Unmarked gaps** (not in a busy excursion, or not increasing in it) get `E_k = r_l` too;
+//!    with no unterminated excursion, `l` is the last gap.
+//! 6. The estimate is the time-weighted mean `Σ E_k Δ_k / Σ Δ_k` (pathChirp's per-chirp
+//!    estimate; for PathQuick all `Δ_k = T_quick` so it is a plain mean).
+//!
+//! # Results that are not a number
+//!
+//! - **Below range**: the unterminated excursion starts at the first or second gap: the train
+//!   queued from its lowest rates on (the first gap cannot show it: the queue left by the first
+//!   packet is what the second gap sees); the available bandwidth is at most the reported rate.
+//! - **Above range**: no unterminated excursion, or one shorter than `L` gaps at the end of the
+//!   train (too short to tell from a burst): the path absorbed even the top rates; the
+//!   available bandwidth is at least the (reported) estimate. A train whose *tail* was lost is
+//!   not above range: tail loss is the bottleneck buffer overflowing, so the unterminated
+//!   excursion is taken to start at the last received gap.
+//! - **Inconclusive**: fewer than `max(3, L+1)` packets received, more than
+//!   [`EstimatorConfig::max_loss_fraction`] lost, more than
+//!   [`EstimatorConfig::max_reorder_fraction`] reordered (the path is not one FIFO queue, the
+//!   probe rate model does not apply), or send times that do not increase.
+//!
+//! [`Outcome::value`] still gives the number behind a range result, for plots.
+//!
+//! # Choices neither paper fixes
+//!
+//! - **Reordered packets**: a packet that arrived before one of lower index, and the packets it
+//!   overtook, are left out of the delay signature (they did not share one FIFO queue with the
+//!   rest; a single swapped pair would otherwise look like a dip and an endless excursion).
+//! - **Lost packets** are left out of the delay signature (pathChirp's tool instead discards
+//!   the whole chirp as congested); the gap that spans a loss keeps the rate of the later
+//!   packet's own gap and the spacing between the two received packets as its weight.
+//! - **Serialisation of growing packets.** A PathQuick packet of `P_i` bytes spends `8·P_i/C`
+//!   on every store-and-forward link of capacity `C`, so even on an idle path the delay grows
+//!   linearly with `i` and step 3 would see one endless excursion from the first packet
+//!   ("below range"). Before segmenting, the component of `q` linear in the packet size is
+//!   removed: its slope is the per-byte delay increment shared by most gaps (the idle
+//!   stretches, where it is exactly `Σ 8/C`; under self-queueing the increments grow and do not
+//!   repeat; see `serialisation_slope`); nothing is removed when no such plateau exists (a
+//!   train that queued from the start, or one dominated by cross-traffic noise).
+//!   Equal-size trains (pathChirp) are unaffected. Switch off with
+//!   [`EstimatorConfig::size_correction`].
+//! - **Timestamp noise**: delay increases of at most [`EstimatorConfig::delay_floor`] are not
+//!   increases, and an excursion also ends once its delay is back within the floor of its start
+//!   (0 by default, i.e. pathChirp's rule; socket drivers set a few microseconds).
+//! - **Knee fit** (optional, [`EstimatorConfig::knee_fit`], off by default): queueing becomes
+//!   visible only once the bottleneck's slack is used up — a token-bucket rate limiter's burst,
+//!   or simply the resolution of "first sustained increase" — so the knee's rate `r_l` sits
+//!   above the available bandwidth. Along the unterminated excursion the queue grows per unit
+//!   time as `(r_k - A)/C`; the least-squares line of `(Δq_k/Δ_k)` against `r_k` crosses zero at
+//!   `A`, which (clamped to `[lowest rate, r_l]`) replaces `r_l` in steps 4–5.
+//! - **Smoothing** ([`Smoother`], [`combine`]): the mean of the last `K` per-train values, as
+//!   pathChirp's `num_inst_bw` moving mean; a majority of range results keeps its label.
+
+use super::ProbeRecord;
+use crate::units::{Bytes, Dur, Rate};
+use std::collections::VecDeque;
+use std::fmt;
+
+/// Parameters of the estimator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EstimatorConfig {
+    /// pathChirp's decrease factor `F`.
+    pub decrease_factor: f64,
+    /// pathChirp's busy-period threshold `L` (gaps).
+    pub busy_period: usize,
+    /// Delay changes up to this size are timestamp noise.
+    pub delay_floor: Dur,
+    /// Above this fraction of lost packets the train is inconclusive.
+    pub max_loss_fraction: f64,
+    /// Above this fraction of reordered packets the train is inconclusive.
+    pub max_reorder_fraction: f64,
+    /// Remove the delay component linear in packet size (see the module doc).
+    pub size_correction: bool,
+    /// Refine the knee by fitting the queue growth along the unterminated excursion (see the
+    /// module doc). Off by default: neither paper does it.
+    pub knee_fit: bool,
+}
+
+impl Default for EstimatorConfig {
+    fn default() -> Self {
+        EstimatorConfig {
+            decrease_factor: 1.5,
+            busy_period: 5,
+            delay_floor: Dur::ZERO,
+            max_loss_fraction: 0.2,
+            max_reorder_fraction: 0.1,
+            size_correction: true,
+            knee_fit: false,
+        }
+    }
+}
+
+/// The verdict on one train (or on several, after [`combine`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// The available bandwidth.
+    Estimate(Rate),
+    /// The available bandwidth is at least this (the train never saturated the path).
+    AboveRange { at_least: Rate },
+    /// The available bandwidth is at most this (the train queued from its first gap).
+    BelowRange { at_most: Rate },
+    /// No estimate, and why.
+    Inconclusive { reason: String },
+}
+
+impl Outcome {
+    /// The number behind the verdict (the bound for range results); `None` if inconclusive.
+    pub fn value(&self) -> Option<Rate> {
+        match self {
+            Outcome::Estimate(r) => Some(*r),
+            Outcome::AboveRange { at_least } => Some(*at_least),
+            Outcome::BelowRange { at_most } => Some(*at_most),
+            Outcome::Inconclusive { .. } => None,
+        }
+    }
+
+    /// `estimate`, `above_range`, `below_range` or `inconclusive`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Estimate(_) => "estimate",
+            Outcome::AboveRange { .. } => "above_range",
+            Outcome::BelowRange { .. } => "below_range",
+            Outcome::Inconclusive { .. } => "inconclusive",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Estimate(r) => write!(f, "{:.3} Mbit/s", r.as_mbps()),
+            Outcome::AboveRange { at_least } => write!(f, "above range (≥ {:.3} Mbit/s)", at_least.as_mbps()),
+            Outcome::BelowRange { at_most } => write!(f, "below range (≤ {:.3} Mbit/s)", at_most.as_mbps()),
+            Outcome::Inconclusive { reason } => write!(f, "inconclusive ({reason})"),
+        }
+    }
+}
+
+/// One excursion of the delay signature, in packet indices of the train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Excursion {
+    /// Index of the packet where the delay started to rise.
+    pub start: u32,
+    /// Index of the packet where it came back down; `None` for the unterminated one.
+    pub end: Option<u32>,
+    /// Lasted at least `L` gaps (or never ended).
+    pub busy: bool,
+    /// Highest delay above the start.
+    pub peak: Dur,
+}
+
+/// Everything the estimator found in one train.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainEstimate {
+    pub outcome: Outcome,
+    /// Lowest and highest rate probed by the received gaps (zero when none).
+    pub probed: (Rate, Rate),
+    /// Packets in the train (highest index + 1).
+    pub packets: u32,
+    pub received: u32,
+    pub lost: u32,
+    pub reordered: u32,
+    pub duplicates: u32,
+    /// Index of the packet where the unterminated excursion (the knee) starts.
+    pub knee: Option<u32>,
+    /// With [`EstimatorConfig::knee_fit`]: the fitted zero-growth rate that replaced the knee's.
+    pub knee_fit: Option<Rate>,
+    pub excursions: Vec<Excursion>,
+    /// Slope removed per byte of packet size, in ns/B (see the module doc).
+    pub size_slope_ns_per_byte: f64,
+}
+
+impl TrainEstimate {
+    fn inconclusive(reason: String, counts: (u32, u32, u32, u32, u32)) -> TrainEstimate {
+        TrainEstimate {
+            outcome: Outcome::Inconclusive { reason },
+            probed: (Rate::ZERO, Rate::ZERO),
+            packets: counts.0,
+            received: counts.1,
+            lost: counts.2,
+            reordered: counts.3,
+            duplicates: counts.4,
+            knee: None,
+            knee_fit: None,
+            excursions: Vec::new(),
+            size_slope_ns_per_byte: 0.0,
+        }
+    }
+}
+
+fn rate_bps(size: Bytes, gap_ns: i128) -> f64 {
+    if gap_ns <= 0 {
+        return f64::INFINITY;
+    }
+    size.0 as f64 * 8.0 * 1e9 / gap_ns as f64
+}
+
+/// The per-byte delay slope of the idle stretches of a growing-size train (ns per byte), or 0.
+///
+/// On an idle stretch every gap adds the same `ΔP·Σ 8/C` of serialisation delay, so the
+/// per-byte increments `(q_{k+1}-q_k)/(P_{k+1}-P_k)` repeat one value; under self-queueing they
+/// grow from gap to gap and never repeat; cross traffic scatters them. The slope is the value
+/// shared by the most gaps (within ±h, `h = max(floor/2, 0.5 µs)` over the size step), provided
+/// at least `max(L, 5 %)` gaps share it; otherwise nothing is removed.
+fn serialisation_slope(q: &[i128], size: &[Bytes], floor: Dur, l_busy: usize) -> f64 {
+    let mut per_byte: Vec<(f64, f64)> = Vec::new(); // (slope, tolerance) per gap
+    let h = (floor.0 as f64 / 2.0).max(500.0);
+    for k in 0..q.len().saturating_sub(1) {
+        let dp = size[k + 1].0 as f64 - size[k].0 as f64;
+        if dp > 0.0 {
+            per_byte.push(((q[k + 1] - q[k]) as f64 / dp, h / dp));
+        }
+    }
+    if per_byte.is_empty() {
+        return 0.0;
+    }
+    per_byte.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let tol = per_byte.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let need = l_busy.max((per_byte.len() as f64 * 0.05).ceil() as usize).max(2);
+    let (mut best, mut best_n, mut lo) = (0.0, 0usize, 0usize);
+    for hi in 0..per_byte.len() {
+        while per_byte[hi].0 - per_byte[lo].0 > 2.0 * tol {
+            lo += 1;
+        }
+        let n = hi + 1 - lo;
+        if n > best_n {
+            best_n = n;
+            best = per_byte[lo..=hi].iter().map(|p| p.0).sum::<f64>() / n as f64;
+        }
+    }
+    if best_n >= need {
+        best.max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// Estimates the available bandwidth from one train (see the module doc).
+pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEstimate {
+    let mut sorted: Vec<ProbeRecord> = records.to_vec();
+    sorted.sort_by_key(|r| (r.index, r.recv_time.is_none()));
+    let mut duplicates = 0u32;
+    let mut by_index: Vec<ProbeRecord> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match by_index.last() {
+            Some(last) if last.index == r.index => duplicates += 1,
+            _ => by_index.push(r),
+        }
+    }
+    let packets = by_index.last().map(|r| r.index + 1).unwrap_or(0);
+    let rx: Vec<&ProbeRecord> = by_index.iter().filter(|r| r.recv_time.is_some()).collect();
+    let received = rx.len() as u32;
+    let lost = packets - received;
+    let mut reordered = 0u32;
+    let mut latest: Option<u64> = None;
+    for r in &rx {
+        let t = r.recv_time.map(|t| t.0).unwrap_or(0);
+        match latest {
+            Some(l) if t < l => reordered += 1,
+            _ => latest = Some(t),
+        }
+    }
+    let counts = (packets, received, lost, reordered, duplicates);
+    let l_busy = cfg.busy_period.max(1);
+    let need = 3.max(l_busy + 1);
+    if (received as usize) < need {
+        return TrainEstimate::inconclusive(
+            format!("{received} of {packets} packets received, need at least {need}"),
+            counts,
+        );
+    }
+    if lost as f64 > cfg.max_loss_fraction * packets as f64 {
+        return TrainEstimate::inconclusive(format!("{lost} of {packets} packets lost"), counts);
+    }
+    if reordered as f64 > cfg.max_reorder_fraction * packets as f64 {
+        return TrainEstimate::inconclusive(
+            format!("{reordered} of {packets} packets reordered: not a single FIFO path"),
+            counts,
+        );
+    }
+
+    // Packets on either side of an inversion (one that arrived before a lower index, and those
+    // it overtook) did not queue in one FIFO with the rest: leave them out of the signature.
+    let mut out_of_order = vec![false; rx.len()];
+    let mut latest: Option<(u64, usize)> = None;
+    for j in 0..rx.len() {
+        let t = rx[j].recv_time.map(|t| t.0).unwrap_or(0);
+        match latest {
+            Some((l, _)) if t < l => {
+                out_of_order[j] = true;
+                for i in 0..j {
+                    if rx[i].recv_time.map(|x| x.0).unwrap_or(0) > t {
+                        out_of_order[i] = true;
+                    }
+                }
+            }
+            _ => latest = Some((t, j)),
+        }
+    }
+    let rx: Vec<&ProbeRecord> = rx.iter().zip(&out_of_order).filter(|(_, o)| !**o).map(|(r, _)| *r).collect();
+    if rx.len() < need {
+        return TrainEstimate::inconclusive(
+            format!("{} of {packets} packets usable after reordering, need at least {need}", rx.len()),
+            counts,
+        );
+    }
+
+    // Delay signature of the received packets and the gaps between them.
+    let m = rx.len();
+    let send: Vec<i128> = rx.iter().map(|r| r.send_time.0 as i128).collect();
+    let size: Vec<Bytes> = rx.iter().map(|r| r.size).collect();
+    let q_raw: Vec<i128> = rx
+        .iter()
+        .map(|r| r.recv_time.map(|t| t.0 as i128).unwrap_or(0) - r.send_time.0 as i128)
+        .collect();
+    let mut weight = Vec::with_capacity(m - 1);
+    let mut rate = Vec::with_capacity(m - 1);
+    let mut own = Vec::with_capacity(m - 1);
+    for k in 0..m - 1 {
+        let dt = send[k + 1] - send[k];
+        if dt <= 0 {
+            return TrainEstimate::inconclusive(
+                format!("send times do not increase between packets {} and {}", rx[k].index, rx[k + 1].index),
+                counts,
+            );
+        }
+        weight.push(dt as f64);
+        let later = rx[k + 1].index;
+        let own_gap = if later == rx[k].index + 1 {
+            dt
+        } else {
+            // A loss in between: the later packet's own gap, from the lost predecessor's send
+            // time if the caller knows it, else the spacing spread evenly.
+            let prev = by_index.binary_search_by_key(&(later - 1), |r| r.index).ok().map(|p| by_index[p].send_time.0 as i128);
+            match prev {
+                Some(p) if send[k + 1] > p => send[k + 1] - p,
+                _ => dt / (later - rx[k].index) as i128,
+            }
+        };
+        own.push(own_gap);
+    }
+    // The rate a gap probed: the later packet's size over the median of the three nearest own
+    // gaps. A packet sent late lengthens one gap and shortens the next; the median keeps that
+    // jitter out of the rates (one spread step at most for a chirp).
+    for k in 0..m - 1 {
+        let lo = k.saturating_sub(1).min(own.len().saturating_sub(3));
+        let mut w: Vec<i128> = own[lo..(lo + 3).min(own.len())].to_vec();
+        w.sort_unstable();
+        rate.push(rate_bps(size[k + 1], w[w.len() / 2]));
+    }
+    if rate.iter().any(|r| !r.is_finite()) {
+        return TrainEstimate::inconclusive("two packets sent at the same instant".into(), counts);
+    }
+
+    // Remove the delay component linear in packet size (module doc).
+    let slope = if cfg.size_correction { serialisation_slope(&q_raw, &size, cfg.delay_floor, l_busy) } else { 0.0 };
+    let q: Vec<f64> = (0..m).map(|j| q_raw[j] as f64 - slope * size[j].0 as f64).collect();
+
+    // Excursion segmentation.
+    let floor = cfg.delay_floor.0 as f64;
+    let f = if cfg.decrease_factor > 1.0 { cfg.decrease_factor } else { 1.5 };
+    let gaps = m - 1;
+    let rises = |k: usize| q[k + 1] - q[k] > floor;
+    let next_rise = |from: usize| (from..gaps).find(|&k| rises(k)).unwrap_or(gaps);
+    let mut marks: Vec<Option<f64>> = vec![None; gaps];
+    let mut excursions = Vec::new();
+    let mut unterminated: Option<usize> = None;
+    let mut i = next_rise(0);
+    while i < gaps {
+        let mut peak = 0.0f64;
+        let mut end = None;
+        for j in i + 1..m {
+            let d = q[j] - q[i];
+            peak = peak.max(d);
+            if d < peak / f || (floor > 0.0 && d <= floor) {
+                end = Some(j);
+                break;
+            }
+        }
+        match end {
+            Some(j) => {
+                let busy = j - i >= l_busy;
+                if busy {
+                    for k in i..j {
+                        if rises(k) {
+                            marks[k] = Some(rate[k]);
+                        }
+                    }
+                }
+                excursions.push(Excursion {
+                    start: rx[i].index,
+                    end: Some(rx[j].index),
+                    busy,
+                    peak: Dur(peak.max(0.0) as u64),
+                });
+                i = next_rise(j);
+            }
+            None => {
+                excursions.push(Excursion { start: rx[i].index, end: None, busy: true, peak: Dur(peak.max(0.0) as u64) });
+                unterminated = Some(i);
+                break;
+            }
+        }
+    }
+    let tail_lost = rx[m - 1].index + 1 < packets;
+    let knee = unterminated.or(if tail_lost { Some(gaps - 1) } else { None });
+    let l = knee.unwrap_or(gaps - 1);
+    let mut knee_rate = rate[l];
+    let mut knee_fit = None;
+    if cfg.knee_fit && knee.is_some() {
+        // Queue growth per unit time along the unterminated excursion, against the rate probed:
+        // (Δq_k / Δ_k) = (r_k - A) / C for a FIFO of capacity C (or a token bucket of rate C
+        // once its burst is spent); the zero crossing of the least-squares line is A.
+        let pts: Vec<(f64, f64)> = (l..gaps)
+            .filter(|&k| rx[k + 1].index == rx[k].index + 1)
+            .map(|k| (rate[k], (q[k + 1] - q[k]) / weight[k]))
+            .collect();
+        if pts.len() >= l_busy.max(3) {
+            let n = pts.len() as f64;
+            let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+            let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+            let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+            let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+            if sxx > 0.0 && sxy > 0.0 {
+                let zero = mx - my * sxx / sxy;
+                if zero.is_finite() {
+                    let lowest = rate.iter().cloned().fold(f64::INFINITY, f64::min);
+                    knee_rate = zero.clamp(lowest, rate[l]);
+                    knee_fit = Some(Rate(knee_rate.round() as u64));
+                }
+            }
+        }
+    }
+    let mut num = 0.0;
+    let mut den = 0.0;
+    for k in 0..gaps {
+        let e = if k >= l { knee_rate } else { marks[k].unwrap_or(knee_rate) };
+        num += e * weight[k];
+        den += weight[k];
+    }
+    let raw = Rate((num / den).round() as u64);
+    let lo = rate.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = rate.iter().cloned().fold(0.0, f64::max);
+    let outcome = match knee {
+        Some(k) if k <= 1 => Outcome::BelowRange { at_most: raw },
+        Some(k) if !tail_lost && gaps - k < l_busy => Outcome::AboveRange { at_least: raw },
+        Some(_) => Outcome::Estimate(raw),
+        None => Outcome::AboveRange { at_least: raw },
+    };
+    TrainEstimate {
+        outcome,
+        probed: (Rate(lo.round() as u64), Rate(hi.round() as u64)),
+        packets,
+        received,
+        lost,
+        reordered,
+        duplicates,
+        knee: knee.map(|k| rx[k].index),
+        knee_fit,
+        excursions,
+        size_slope_ns_per_byte: slope,
+    }
+}
+
+/// Combines several trains: the mean of their values, labelled by the majority when more than
+/// half are the same range result; inconclusive when no train has a value.
+pub fn combine(outcomes: &[Outcome]) -> Outcome {
+    let values: Vec<Rate> = outcomes.iter().filter_map(|o| o.value()).collect();
+    if values.is_empty() {
+        return Outcome::Inconclusive { reason: format!("none of {} trains was conclusive", outcomes.len()) };
+    }
+    let mean = Rate(values.iter().map(|r| r.0 as u128).sum::<u128>() as u64 / values.len() as u64);
+    let above = outcomes.iter().filter(|o| matches!(o, Outcome::AboveRange { .. })).count();
+    let below = outcomes.iter().filter(|o| matches!(o, Outcome::BelowRange { .. })).count();
+    if 2 * above > values.len() {
+        Outcome::AboveRange { at_least: mean }
+    } else if 2 * below > values.len() {
+        Outcome::BelowRange { at_most: mean }
+    } else {
+        Outcome::Estimate(mean)
+    }
+}
+
+/// pathChirp-style moving mean over the last `window` conclusive trains.
+#[derive(Clone, Debug)]
+pub struct Smoother {
+    window: usize,
+    recent: VecDeque<Outcome>,
+}
+
+impl Smoother {
+    pub fn new(window: usize) -> Smoother {
+        Smoother { window: window.max(1), recent: VecDeque::new() }
+    }
+
+    /// Adds one train's outcome (inconclusive ones are skipped) and returns the smoothed verdict.
+    pub fn push(&mut self, o: &Outcome) -> Outcome {
+        if o.value().is_some() {
+            self.recent.push_back(o.clone());
+            while self.recent.len() > self.window {
+                self.recent.pop_front();
+            }
+        }
+        self.current()
+    }
+
+    pub fn current(&self) -> Outcome {
+        combine(&self.recent.iter().cloned().collect::<Vec<_>>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abw::{ChirpSpec, QuickSpec, TrainPacket};
+    use crate::units::Time;
+
+    /// A fluid single-bottleneck path: capacity `c` bit/s, fluid cross traffic `x(t)` bit/s,
+    /// instantaneous cross-traffic bursts `(time s, bits)`, store-and-forward serialisation at
+    /// the bottleneck, 20 ms propagation, receiver clock offset 5 s. Returns one record per
+    /// packet, in order.
+    fn fluid_path(
+        schedule: &[TrainPacket],
+        c: f64,
+        x: &dyn Fn(f64) -> f64,
+        bursts: &[(f64, f64)],
+        buffer_bits: f64,
+    ) -> Vec<ProbeRecord> {
+        let start = 1.0; // train starts at t = 1 s on the sender clock
+        let mut events: Vec<(f64, Option<usize>, f64)> =
+            schedule.iter().enumerate().map(|(i, p)| (start + p.offset.as_secs_f64(), Some(i), p.size.0 as f64 * 8.0)).collect();
+        events.extend(bursts.iter().map(|&(t, b)| (start + t, None, b)));
+        events.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+        let mut backlog = 0.0;
+        let mut t_prev = start;
+        let mut out = vec![None; schedule.len()];
+        for (t, who, bits) in events {
+            // Between events the queue drains at c and fills at x (integrated in small steps).
+            let steps = 20;
+            let dt = (t - t_prev) / steps as f64;
+            for s in 0..steps {
+                let tm = t_prev + (s as f64 + 0.5) * dt;
+                backlog = (backlog + (x(tm) - c) * dt).max(0.0);
+            }
+            t_prev = t;
+            match who {
+                Some(i) => {
+                    if backlog + bits > buffer_bits {
+                        out[i] = None; // dropped
+                        continue;
+                    }
+                    backlog += bits;
+                    let delay = backlog / c + 0.020;
+                    out[i] = Some(t + delay + 5.0);
+                }
+                None => backlog += bits,
+            }
+        }
+        schedule
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ProbeRecord {
+                index: i as u32,
+                send_time: Time::from_secs_f64(start + p.offset.as_secs_f64()),
+                recv_time: out[i].map(Time::from_secs_f64),
+                size: p.size,
+            })
+            .collect()
+    }
+
+    fn quick() -> Vec<TrainPacket> {
+        QuickSpec::paper().solve().unwrap().schedule()
+    }
+
+    fn chirp() -> Vec<TrainPacket> {
+        ChirpSpec::paper().design().unwrap().schedule()
+    }
+
+    fn est(records: &[ProbeRecord]) -> TrainEstimate {
+        estimate_train(records, &EstimatorConfig::default())
+    }
+
+    #[test]
+    fn no_queueing_is_above_range() {
+        // 100 Mbit/s idle bottleneck: the train never queues (only serialisation grows).
+        let r = est(&fluid_path(&quick(), 100e6, &|_| 0.0, &[], f64::INFINITY));
+        match r.outcome {
+            Outcome::AboveRange { at_least } => assert!(at_least.as_kbps() > 11_000.0, "{at_least}"),
+            o => panic!("expected above range, got {o:?}"),
+        }
+        assert_eq!(r.received, 125);
+        assert!(r.size_slope_ns_per_byte > 79.0 && r.size_slope_ns_per_byte < 81.0, "{}", r.size_slope_ns_per_byte);
+        // Without the size correction the growing packets look like self-queueing.
+        let cfg = EstimatorConfig { size_correction: false, ..EstimatorConfig::default() };
+        let raw = estimate_train(&fluid_path(&quick(), 100e6, &|_| 0.0, &[], f64::INFINITY), &cfg);
+        assert!(matches!(raw.outcome, Outcome::BelowRange { .. }), "{:?}", raw.outcome);
+    }
+
+    #[test]
+    fn clean_knee_pathquick() {
+        // 12 Mbit/s bottleneck with constant cross traffic: A = 12 - x.
+        for x in [2e6, 4.5e6, 6e6, 9e6] {
+            let a = 12e6 - x;
+            let r = est(&fluid_path(&quick(), 12e6, &move |_| x, &[], f64::INFINITY));
+            let v = match r.outcome {
+                Outcome::Estimate(v) => v.bps() as f64,
+                o => panic!("x = {x}: expected an estimate, got {o:?}"),
+            };
+            // Within two resolution steps (2 × 96 kbps).
+            assert!((v - a).abs() <= 2.0 * 96e3 + 1.0, "x = {x}: estimate {v} vs {a}");
+            assert!(r.knee.is_some());
+        }
+    }
+
+    #[test]
+    fn clean_knee_pathchirp() {
+        for x in [3e6, 6e6, 9e6] {
+            let a = 12e6 - x;
+            let r = est(&fluid_path(&chirp(), 12e6, &move |_| x, &[], f64::INFINITY));
+            let v = r.outcome.value().expect("value").bps() as f64;
+            // Within one spread step (γ = 1.2).
+            assert!(v <= a * 1.2 + 1.0 && v >= a / 1.2 - 1.0, "x = {x}: estimate {v} vs {a}");
+        }
+    }
+
+    #[test]
+    fn below_range_when_path_is_saturated() {
+        // Cross traffic leaves 50 kbit/s, below B_min = 104 kbit/s.
+        let r = est(&fluid_path(&quick(), 12e6, &|_| 12e6 - 50e3, &[], f64::INFINITY));
+        assert!(matches!(r.outcome, Outcome::BelowRange { .. }), "{:?}", r.outcome);
+        assert!(r.knee.unwrap() <= 1, "{:?}", r.knee);
+    }
+
+    #[test]
+    fn bursty_excursions_do_not_fool_the_knee() {
+        let a = 6e6;
+        // A short burst (one 1000-byte cross packet at 20 ms) causes a short excursion that
+        // ends within L packets: it must change nothing.
+        let clean = est(&fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY)).outcome.value().unwrap();
+        let spiky = est(&fluid_path(&quick(), 12e6, &|_| 6e6, &[(0.0205, 8000.0)], f64::INFINITY));
+        assert_eq!(spiky.outcome.value().unwrap(), clean);
+        assert!(spiky.excursions.iter().any(|e| !e.busy && e.end.is_some()), "{:?}", spiky.excursions);
+        // An on/off burst that saturates the link from 10 to 25 ms (x = 12 Mbit/s) makes a busy
+        // excursion before the knee: the naive "first increase" reading would say ~1 Mbit/s;
+        // the segmentation keeps the estimate near A (the busy gaps pull it down a little).
+        let onoff = move |t: f64| if (1.010..1.025).contains(&t) { 12e6 } else { 6e6 };
+        let r = est(&fluid_path(&quick(), 12e6, &onoff, &[], f64::INFINITY));
+        let v = r.outcome.value().unwrap().bps() as f64;
+        assert!(r.excursions.iter().any(|e| e.busy && e.end.is_some()), "{:?}", r.excursions);
+        assert!((v - a).abs() < 0.15 * a, "estimate {v} vs {a}");
+        assert!(r.knee.unwrap() > 50, "knee at {:?}", r.knee);
+    }
+
+    #[test]
+    fn losses_are_explicit() {
+        let base = fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY);
+        let clean = est(&base).outcome.value().unwrap().bps() as f64;
+        // A few random losses below the knee: same estimate within one resolution step.
+        let mut some = base.clone();
+        for i in [7usize, 19, 33, 34, 48] {
+            some[i].recv_time = None;
+        }
+        let r = est(&some);
+        assert_eq!(r.lost, 5);
+        assert!((r.outcome.value().unwrap().bps() as f64 - clean).abs() <= 96e3, "{:?}", r.outcome);
+        // A small buffer overflows after the knee: tail losses, still an estimate near A.
+        let small = fluid_path(&quick(), 12e6, &|_| 6e6, &[], 10_000.0 * 8.0);
+        let r = est(&small);
+        assert!(r.lost > 0, "no loss with a small buffer");
+        assert!(matches!(r.outcome, Outcome::Estimate(_)), "{:?}", r.outcome);
+        assert!((r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 2.0 * 96e3);
+        // Heavy loss: inconclusive, not a number.
+        let mut heavy = base.clone();
+        for rec in heavy.iter_mut().step_by(3) {
+            rec.recv_time = None;
+        }
+        let r = est(&heavy);
+        assert!(matches!(r.outcome, Outcome::Inconclusive { .. }), "{:?}", r.outcome);
+        assert_eq!(r.lost, 42);
+        // Nothing received.
+        let none: Vec<ProbeRecord> = base.iter().map(|r| ProbeRecord { recv_time: None, ..*r }).collect();
+        assert!(matches!(est(&none).outcome, Outcome::Inconclusive { .. }));
+        assert!(matches!(est(&[]).outcome, Outcome::Inconclusive { .. }));
+    }
+
+    #[test]
+    fn order_of_records_and_reordering() {
+        let base = fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY);
+        let clean = est(&base);
+        // Records in any order, with duplicates: same result.
+        let mut shuffled = base.clone();
+        shuffled.reverse();
+        shuffled.swap(3, 90);
+        shuffled.push(base[10]);
+        let r = est(&shuffled);
+        assert_eq!(r.outcome, clean.outcome);
+        assert_eq!(r.duplicates, 1);
+        assert_eq!(r.reordered, 0);
+        // Two packets that overtook each other on the path: counted, estimate kept.
+        let mut swapped = base.clone();
+        let (a, b) = (swapped[20].recv_time, swapped[21].recv_time);
+        swapped[20].recv_time = b.map(|t| Time(t.0 + 1000));
+        swapped[21].recv_time = a;
+        let r = est(&swapped);
+        assert_eq!(r.reordered, 1);
+        assert!((r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 2.0 * 96e3, "{:?}", r.outcome);
+        // Massive reordering: inconclusive.
+        let mut mixed = base.clone();
+        for k in (0..120).step_by(4) {
+            let t = mixed[k].recv_time;
+            mixed[k].recv_time = mixed[k + 3].recv_time;
+            mixed[k + 3].recv_time = t;
+        }
+        assert!(matches!(est(&mixed).outcome, Outcome::Inconclusive { .. }));
+    }
+
+    #[test]
+    fn send_jitter_does_not_make_absurd_rates() {
+        // Packets 30, 45 and 100 leave 600 µs late (the sender was preempted), the next ones on
+        // time: one 1.6 ms gap and one 0.4 ms gap each (a 0.4 ms gap probes 2.5× the nominal
+        // rate). The knee is near packet 62 (A = 6 Mbit/s); by packet 100 the queue is deep.
+        let mut sched = quick();
+        for i in [30usize, 45, 100] {
+            sched[i].offset = sched[i].offset + Dur::from_micros(600);
+        }
+        let r = est(&fluid_path(&sched, 12e6, &|_| 6e6, &[], f64::INFINITY));
+        let v = r.outcome.value().unwrap().bps() as f64;
+        assert!((v - 6e6).abs() <= 3.0 * 96e3, "{v}");
+        assert!(r.probed.1.bps() < 13_000_000, "probed up to {}", r.probed.1);
+    }
+
+    #[test]
+    fn knee_fit_sees_through_a_token_bucket() {
+        // A 6 Mbit/s token bucket with a 3000-byte burst and no cross traffic: queueing shows
+        // only once the burst is spent, ~22 packets after R_i = 6 Mbit/s.
+        let sched = quick();
+        let (rate, depth) = (6e6, 3000.0 * 8.0);
+        let (mut tokens, mut t_prev, mut free_at) = (depth, 1.0f64, 0.0f64);
+        let records: Vec<ProbeRecord> = sched
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let t = 1.0 + p.offset.as_secs_f64();
+                let bits = p.size.0 as f64 * 8.0;
+                // Leaves when the queue ahead is gone and the bucket holds its bits.
+                let start = t.max(free_at);
+                tokens = (tokens + (start - t_prev) * rate).min(depth);
+                let wait = ((bits - tokens) / rate).max(0.0);
+                let leave = start + wait;
+                tokens = tokens + wait * rate - bits;
+                t_prev = leave;
+                free_at = leave;
+                ProbeRecord {
+                    index: i as u32,
+                    send_time: Time::from_secs_f64(t),
+                    recv_time: Some(Time::from_secs_f64(leave + 0.01)),
+                    size: p.size,
+                }
+            })
+            .collect();
+        let plain = est(&records).outcome.value().unwrap().bps() as f64;
+        let cfg = EstimatorConfig { knee_fit: true, ..EstimatorConfig::default() };
+        let fitted = estimate_train(&records, &cfg);
+        let v = fitted.outcome.value().unwrap().bps() as f64;
+        assert!(plain - rate > 1.0e6, "the bucket should bias the plain knee: {plain}");
+        assert!((v - rate).abs() < 0.3e6, "fitted {v}, plain {plain}");
+        assert!(fitted.knee_fit.is_some());
+        // On a plain FIFO the fit stays within a resolution step of the truth.
+        let r = estimate_train(&fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY), &cfg);
+        assert!((r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 96e3 + 1.0, "{:?}", r.outcome);
+    }
+
+    #[test]
+    fn smoothing_over_trains() {
+        let mut s = Smoother::new(3);
+        assert!(matches!(s.current(), Outcome::Inconclusive { .. }));
+        s.push(&Outcome::Estimate(Rate::from_mbps(4)));
+        s.push(&Outcome::Inconclusive { reason: "x".into() });
+        s.push(&Outcome::Estimate(Rate::from_mbps(6)));
+        assert_eq!(s.current(), Outcome::Estimate(Rate::from_mbps(5)));
+        s.push(&Outcome::Estimate(Rate::from_mbps(8)));
+        s.push(&Outcome::Estimate(Rate::from_mbps(10)));
+        assert_eq!(s.current(), Outcome::Estimate(Rate::from_mbps(8)));
+        let above = [
+            Outcome::AboveRange { at_least: Rate::from_mbps(12) },
+            Outcome::AboveRange { at_least: Rate::from_mbps(12) },
+            Outcome::Estimate(Rate::from_mbps(9)),
+        ];
+        assert_eq!(combine(&above), Outcome::AboveRange { at_least: Rate::from_mbps(11) });
+    }
+}
