@@ -1,34 +1,16 @@
-//! `headroom reproduce NAME...`: rerun a paper's experiment and write CSV, an SVG plot and a
-//! side-by-side summary (ours against the paper's figures) into `--out` (default `out/NAME`).
-//! The scenarios are embedded in the binary, so an installed `headroom` needs no checkout.
+//! The BECC paper's experiments (Kugimoto & Amagai 1997): Figs. 2, 10, 11, 12, 13.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{bail, Context, Result};
-use clap::Args;
+use anyhow::{bail, Result};
 use headroom_sim::world::Metric;
-use headroom_sim::{sweep, Scenario, World};
+use headroom_sim::{sweep, Scenario};
 
+use super::{mean_between, run_scenario, series_of, Experiment};
 use crate::plot::{Chart, Series};
 
-#[derive(Args, Debug)]
-pub struct ReproduceArgs {
-    /// Experiments to run (`list` shows them, `all` runs every one).
-    #[arg(required = true)]
-    pub names: Vec<String>,
-    /// Output directory (one sub-directory per experiment).
-    #[arg(long, default_value = "out")]
-    pub out: PathBuf,
-}
-
-struct Experiment {
-    name: &'static str,
-    about: &'static str,
-    run: fn(&Path) -> Result<String>,
-}
-
-const EXPERIMENTS: &[Experiment] = &[
+pub const EXPERIMENTS: &[Experiment] = &[
     Experiment { name: "becc-fig2", about: "BECC Fig. 2: Reno throughput vs maximum window, 45 Mb/s, 10 ms (intermittent transfer)", run: becc_fig2 },
     Experiment { name: "becc-fig10", about: "BECC Fig. 10: BECC vs Reno, maximum window 30-350 KB, 45 Mb/s", run: becc_fig10 },
     Experiment { name: "becc-fig11", about: "BECC Fig. 11: BECC vs Reno, maximum window 30-350 KB, 10 Mb/s", run: becc_fig11 },
@@ -36,38 +18,11 @@ const EXPERIMENTS: &[Experiment] = &[
     Experiment { name: "becc-fig13", about: "BECC Fig. 13: two BECC flows", run: becc_fig13 },
 ];
 
-const FIG2: &str = include_str!("../../../scenarios/becc/fig2.toml");
-const FIG10: &str = include_str!("../../../scenarios/becc/fig10.toml");
-const FIG11: &str = include_str!("../../../scenarios/becc/fig11.toml");
-const FIG12: &str = include_str!("../../../scenarios/becc/fig12.toml");
-const FIG13: &str = include_str!("../../../scenarios/becc/fig13.toml");
-
-pub fn run(a: ReproduceArgs) -> Result<()> {
-    if a.names.iter().any(|n| n == "list") {
-        for e in EXPERIMENTS {
-            println!("{:<14} {}", e.name, e.about);
-        }
-        return Ok(());
-    }
-    let chosen: Vec<&Experiment> = if a.names.iter().any(|n| n == "all") {
-        EXPERIMENTS.iter().collect()
-    } else {
-        a.names
-            .iter()
-            .map(|n| EXPERIMENTS.iter().find(|e| e.name == n).ok_or_else(|| anyhow::anyhow!("unknown experiment `{n}` (see `headroom reproduce list`)")))
-            .collect::<Result<_>>()?
-    };
-    for e in chosen {
-        let dir = a.out.join(e.name);
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        println!("== {} — {}", e.name, e.about);
-        let summary = (e.run)(&dir)?;
-        std::fs::write(dir.join("summary.txt"), &summary)?;
-        print!("{summary}");
-        println!("(files in {})\n", dir.display());
-    }
-    Ok(())
-}
+const FIG2: &str = include_str!("../../../../scenarios/becc/fig2.toml");
+const FIG10: &str = include_str!("../../../../scenarios/becc/fig10.toml");
+const FIG11: &str = include_str!("../../../../scenarios/becc/fig11.toml");
+const FIG12: &str = include_str!("../../../../scenarios/becc/fig12.toml");
+const FIG13: &str = include_str!("../../../../scenarios/becc/fig13.toml");
 
 fn kb(v: &toml::Value) -> f64 {
     headroom_core::units::parse_bytes(&sweep::label(v)).map(|b| b.0 as f64 / 1000.0).unwrap_or(f64::NAN)
@@ -146,26 +101,6 @@ fn becc_fig10(dir: &Path) -> Result<String> {
 
 fn becc_fig11(dir: &Path) -> Result<String> {
     becc_sweep_fig(dir, FIG11, "scenarios/becc/fig11.toml", "fig11", "BECC Fig. 11: 10 Mb/s, 10 ms RTT", "lower", "higher")
-}
-
-/// Runs a scenario and writes its standard outputs; returns the world for plots.
-fn run_scenario(dir: &Path, src: &str, origin: &str) -> Result<(World, headroom_sim::Report)> {
-    let sc = Scenario::parse(src, origin)?;
-    let mut w = World::new(&sc, None).map_err(anyhow::Error::msg)?;
-    w.run();
-    let r = w.report();
-    headroom_sim::output::write_all(dir, &w, &r)?;
-    Ok((w, r))
-}
-
-fn series_of(w: &World, name: &str, metric: Metric, scale: f64) -> Vec<(f64, f64)> {
-    let Some(idx) = w.series.iter().position(|s| s == name) else { return Vec::new() };
-    w.trace.iter().filter(|r| r.series as usize == idx && r.metric == metric).map(|r| (r.time.as_secs_f64(), r.value * scale)).collect()
-}
-
-fn mean_between(points: &[(f64, f64)], a: f64, b: f64) -> f64 {
-    let v: Vec<f64> = points.iter().filter(|p| p.0 > a && p.0 <= b).map(|p| p.1).collect();
-    v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
 fn becc_fig12(dir: &Path) -> Result<String> {

@@ -1,0 +1,5 @@
+//! The imtcp experiments (being written).
+
+use super::Experiment;
+
+pub const EXPERIMENTS: &[Experiment] = &[];

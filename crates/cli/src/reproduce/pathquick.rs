@@ -1,0 +1,5 @@
+//! The pathquick experiments (being written).
+
+use super::Experiment;
+
+pub const EXPERIMENTS: &[Experiment] = &[];
