@@ -29,6 +29,8 @@ enum Cmd {
     Probe(probe::ProbeArgs),
     /// Answer probe clients.
     Serve(probe::ServeArgs),
+    /// PathQuick and pathChirp train designs: the paper's analytic comparison, or your own.
+    Design(probe::DesignArgs),
 }
 
 fn main() {
@@ -44,6 +46,7 @@ fn main() {
         Cmd::Testbed(c) => testbed::run(c),
         Cmd::Probe(a) => probe::run_probe(a),
         Cmd::Serve(a) => probe::run_serve(a),
+        Cmd::Design(a) => probe::run_design(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");

@@ -1,19 +1,480 @@
-//! `headroom probe` and `headroom serve` (being written).
+//! `headroom probe`, `headroom serve` and `headroom design`: the available-bandwidth probe on
+//! real sockets (`headroom_net`) and the PathQuick paper's analytic comparison
+//! (`headroom_core::abw::compare`).
+
+use anyhow::{anyhow, Context};
 use clap::Args;
+use headroom_core::abw::compare::{Comparison, ComparisonSetup};
+use headroom_core::abw::{EstimatorConfig, Method, Outcome, QuickSpec};
+use headroom_core::units::{parse_bytes, parse_dur, parse_rate, Bytes, Dur, Rate};
+use headroom_net::{estimate, Estimate, EstimateOptions, Server, ServerConfig};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn rate_arg(s: &str) -> Result<Rate, String> {
+    parse_rate(s).map_err(|e| e.to_string())
+}
+fn dur_arg(s: &str) -> Result<Dur, String> {
+    parse_dur(s).map_err(|e| e.to_string())
+}
+fn bytes_arg(s: &str) -> Result<Bytes, String> {
+    parse_bytes(s).map_err(|e| e.to_string())
+}
+fn method_arg(s: &str) -> Result<Method, String> {
+    s.parse::<Method>().map_err(|e| e.to_string())
+}
 
 #[derive(Args, Debug)]
 pub struct ProbeArgs {
-    /// Server address HOST[:PORT].
+    /// Server address HOST[:PORT] (default port 7447).
     pub target: String,
+    /// Probe train: pathquick or pathchirp.
+    #[arg(long, default_value = "pathquick", value_parser = method_arg)]
+    pub method: Method,
+    /// Lowest rate to probe (default: PathQuick's ΔP = 12 B from the smallest packet).
+    #[arg(long, value_parser = rate_arg)]
+    pub bmin: Option<Rate>,
+    /// Highest rate to probe.
+    #[arg(long, default_value = "12Mbps", value_parser = rate_arg)]
+    pub bmax: Rate,
+    /// Trains to send; results are combined (mean).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Largest probe packet at the IP level.
+    #[arg(long, default_value = "1500", value_parser = bytes_arg)]
+    pub size: Bytes,
+    /// pathChirp spread factor.
+    #[arg(long, default_value_t = 1.2)]
+    pub gamma: f64,
+    /// How long to wait for the server.
+    #[arg(long, default_value = "2s", value_parser = dur_arg)]
+    pub timeout: Dur,
+    /// One JSON object on stdout.
+    #[arg(long, conflicts_with = "instbw")]
+    pub json: bool,
+    /// pathChirp's `.instbw` lines: `<unix time s> <estimate Mbit/s>` per train.
+    #[arg(long)]
+    pub instbw: bool,
+    /// Refine the knee by fitting the queue growth after it (not in the papers; helps behind
+    /// token-bucket rate limiters).
+    #[arg(long)]
+    pub knee_fit: bool,
 }
 
 #[derive(Args, Debug)]
-pub struct ServeArgs {}
-
-pub fn run_probe(_a: ProbeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("headroom probe is not built yet")
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:7447")]
+    pub listen: String,
+    /// Highest rate a train may probe.
+    #[arg(long, default_value = "1Gbps", value_parser = rate_arg)]
+    pub max_rate: Rate,
+    /// Largest probe packet (IP level).
+    #[arg(long, default_value = "1500", value_parser = bytes_arg)]
+    pub max_size: Bytes,
+    /// Clients served at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_clients: usize,
+    /// Trains per client IP per 10 s.
+    #[arg(long, default_value_t = 50)]
+    pub trains_per_10s: u32,
+    /// Stop after this long (default: run until killed).
+    #[arg(long, value_parser = dur_arg)]
+    pub duration: Option<Dur>,
 }
 
-pub fn run_serve(_a: ServeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("headroom serve is not built yet")
+#[derive(Args, Debug)]
+pub struct DesignArgs {
+    /// PathQuick packet spacing T_quick.
+    #[arg(long, default_value = "1ms", value_parser = dur_arg)]
+    pub t_quick: Dur,
+    /// First packet size P_1.
+    #[arg(long, default_value = "1", value_parser = bytes_arg)]
+    pub p1: Bytes,
+    /// Size increment ΔP.
+    #[arg(long, default_value = "12", value_parser = bytes_arg)]
+    pub delta_p: Bytes,
+    /// Last packet size P_N.
+    #[arg(long, default_value = "1489", value_parser = bytes_arg)]
+    pub pn: Bytes,
+    /// pathChirp spread factor γ (the chirp uses P = P_N and PathQuick's range).
+    #[arg(long, default_value_t = 1.2)]
+    pub gamma: f64,
+    /// Round-trip time added to the train for the estimate time.
+    #[arg(long, default_value = "52ms", value_parser = dur_arg)]
+    pub rtt: Dur,
+    /// Budget for one estimate (train + RTT).
+    #[arg(long, default_value = "500ms", value_parser = dur_arg)]
+    pub budget: Dur,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn mbps(r: Rate) -> f64 {
+    r.as_mbps()
+}
+
+fn outcome_json(o: &Outcome) -> serde_json::Value {
+    match o {
+        Outcome::Estimate(r) => json!({"kind": "estimate", "bps": r.bps()}),
+        Outcome::AboveRange { at_least } => {
+            json!({"kind": "above_range", "at_least_bps": at_least.bps()})
+        }
+        Outcome::BelowRange { at_most } => {
+            json!({"kind": "below_range", "at_most_bps": at_most.bps()})
+        }
+        Outcome::Inconclusive { reason } => json!({"kind": "inconclusive", "reason": reason}),
+    }
+}
+
+fn estimate_json(e: &Estimate) -> serde_json::Value {
+    let q = &e.quality;
+    json!({
+        "server": e.server.to_string(),
+        "method": e.method.name(),
+        "available_bandwidth_bps": e.available_bandwidth.map(|r| r.bps()),
+        "outcome": outcome_json(&e.outcome),
+        "probed_range_bps": [e.probed_range.0.bps(), e.probed_range.1.bps()],
+        "elapsed_s": e.elapsed.as_secs_f64(),
+        "elapsed_per_train_s": e.elapsed_per_train.as_secs_f64(),
+        "train_length_s": e.design.train_length().as_secs_f64(),
+        "packets_per_train": e.design.packets(),
+        "bytes_per_train": e.train_bytes.0,
+        "quality": {
+            "trains": q.trains, "conclusive": q.conclusive, "packets": q.packets,
+            "received": q.received, "lost": q.lost, "reordered": q.reordered,
+            "duplicates": q.duplicates,
+            "spacing_error_mean_s": q.spacing_error_mean.as_secs_f64(),
+            "spacing_error_max_s": q.spacing_error_max.as_secs_f64(),
+            "late_packets": q.late_packets,
+            "kernel_timestamps": q.kernel_timestamps,
+        },
+        "trains": e.trains.iter().map(|t| json!({
+            "outcome": outcome_json(&t.estimate.outcome),
+            "elapsed_s": t.elapsed.as_secs_f64(),
+            "knee_index": t.estimate.knee,
+            "knee_fit_bps": t.estimate.knee_fit.map(|r| r.bps()),
+            "received": t.estimate.received, "lost": t.estimate.lost,
+            "reordered": t.estimate.reordered,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
+    if a.repeat == 0 {
+        return Err(anyhow!("--repeat must be at least 1"));
+    }
+    let opts = EstimateOptions {
+        method: a.method,
+        b_min: a.bmin,
+        b_max: a.bmax,
+        max_size: a.size,
+        gamma: a.gamma,
+        repeat: a.repeat,
+        timeout: Duration::from_nanos(a.timeout.0),
+        ..EstimateOptions::default()
+    };
+    let opts = EstimateOptions {
+        estimator: EstimatorConfig {
+            knee_fit: a.knee_fit,
+            ..opts.estimator
+        },
+        ..opts
+    };
+    let e = estimate(&a.target, &opts).with_context(|| format!("probing {}", a.target))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&estimate_json(&e))?);
+    } else if a.instbw {
+        for t in &e.trains {
+            // pathChirp's instbw lines: timestamp (s) and estimate (Mbit/s); 0 when none.
+            let v = t.estimate.outcome.value().map(mbps).unwrap_or(0.0);
+            println!("{:.6} {:.6}", t.finished_at.as_secs_f64(), v);
+        }
+    } else {
+        let q = &e.quality;
+        println!(
+            "{} {}: {} | probed {:.3}–{:.3} Mbit/s | {:.1} ms per estimate ({} train{} of {:.1} ms, {:.1} KB) | \
+             received {}/{}, {} reordered | send spacing error mean {:.1} µs, max {:.1} µs, {} late | {} timestamps",
+            e.method,
+            e.server,
+            e.outcome,
+            mbps(e.probed_range.0),
+            mbps(e.probed_range.1),
+            e.elapsed_per_train.as_secs_f64() * 1e3,
+            q.trains,
+            if q.trains == 1 { "" } else { "s" },
+            e.design.train_length().as_millis_f64(),
+            e.train_bytes.0 as f64 / 1e3,
+            q.received,
+            q.packets,
+            q.reordered,
+            q.spacing_error_mean.0 as f64 / 1e3,
+            q.spacing_error_max.0 as f64 / 1e3,
+            q.late_packets,
+            if q.kernel_timestamps { "kernel" } else { "user-space" },
+        );
+    }
+    if e.available_bandwidth.is_none() {
+        return Err(anyhow!("no estimate: {}", e.outcome));
+    }
+    Ok(())
+}
+
+pub fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+    let config = ServerConfig {
+        max_rate: a.max_rate,
+        max_size: a.max_size,
+        max_concurrent: a.max_clients.max(1),
+        trains_per_window: a.trains_per_10s,
+        window: Duration::from_secs(10),
+        ..ServerConfig::default()
+    };
+    let server = Server::bind(&a.listen, config)
+        .with_context(|| format!("cannot listen on {}", a.listen))?;
+    let handle = server.spawn().context("starting the server threads")?;
+    eprintln!("headroom serve: listening on {} (UDP)", handle.local_addr());
+    match a.duration {
+        Some(d) => {
+            let until = Instant::now() + Duration::from_nanos(d.0);
+            while Instant::now() < until {
+                std::thread::sleep(
+                    Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())),
+                );
+            }
+            let s = handle.stats();
+            let g = headroom_net::ServerStats::get;
+            eprintln!(
+                "headroom serve: {} datagrams, {} trains sent, {} rejected, {} malformed, {} bad cookies",
+                g(&s.datagrams),
+                g(&s.trains_completed),
+                g(&s.rejected),
+                g(&s.malformed),
+                g(&s.bad_cookies)
+            );
+            handle.shutdown();
+            Ok(())
+        }
+        None => {
+            handle.wait();
+            Err(anyhow!("server threads stopped unexpectedly"))
+        }
+    }
+}
+
+/// The comparison [`run_design`] prints.
+// `allow` until main.rs dispatches `headroom design` here; remove it then.
+pub fn design_comparison(a: &DesignArgs) -> anyhow::Result<Comparison> {
+    let setup = ComparisonSetup {
+        quick: QuickSpec {
+            t_quick: Some(a.t_quick),
+            p_1: Some(a.p1),
+            delta_p: Some(a.delta_p),
+            p_n: Some(a.pn),
+            ..QuickSpec::default()
+        },
+        gamma: a.gamma,
+        rtt: a.rtt,
+        budget: a.budget,
+    };
+    Ok(Comparison::compute(&setup)?)
+}
+
+fn kb(b: Bytes) -> f64 {
+    b.0 as f64 / 1e3
+}
+
+pub fn run_design(a: DesignArgs) -> anyhow::Result<()> {
+    let c = design_comparison(&a)?;
+    let (q, ch) = (&c.quick, &c.chirp);
+    let allowance = c.budget.saturating_sub(c.rtt);
+    if a.json {
+        let v = json!({
+            "pathquick": {
+                "t_quick_s": q.t_quick.as_secs_f64(), "p_1": q.p_1.0, "delta_p": q.delta_p.0,
+                "p_n": q.p_n().0, "n": q.n, "b_min_bps": q.b_min().bps(), "b_max_bps": q.b_max().bps(),
+                "train_s": c.quick_train.as_secs_f64(), "estimate_s": c.quick_estimate_time.as_secs_f64(),
+                "range_in_budget_bps": [c.quick_range_in_budget.0.bps(), c.quick_range_in_budget.1.bps()],
+                "resolution_bps": c.quick_resolution.bps(), "bytes": c.quick_bytes.0,
+            },
+            "pathchirp": {
+                "gamma": ch.gamma, "size": ch.size.0, "m": ch.m,
+                "m_eq12": headroom_core::abw::pathchirp::m_eq12(ch.gamma, q.b_min().bps() as f64, q.b_max().bps() as f64),
+                "train_s": c.chirp_train.as_secs_f64(), "estimate_s": c.chirp_estimate_time.as_secs_f64(),
+                "range_in_budget_bps": [c.chirp_range_in_budget.0.bps(), c.chirp_range_in_budget.1.bps()],
+                "packets_in_budget": c.chirp_packets_in_budget,
+                "top_rate_in_budget_bps": c.chirp_top_rate_in_budget.bps(),
+                "resolution_eq16_bps": c.chirp_resolution.bps(), "bytes": c.chirp_bytes.0,
+            },
+            "half_pathquick": {"delta_p": c.half_quick.delta_p.0, "n": c.half_quick.n,
+                "bytes": c.half_quick.bytes().0, "resolution_bps": c.half_quick.resolution().bps()},
+            "rtt_s": c.rtt.as_secs_f64(), "budget_s": c.budget.as_secs_f64(),
+            "range_ratio": c.range_ratio(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let ratio = |x: f64, y: f64| {
+        if y > 0.0 {
+            format!("{:.1}×", x / y)
+        } else {
+            "-".into()
+        }
+    };
+    println!("PathQuick vs pathChirp, analytic (PathQuick paper §4.2–4.5)");
+    println!(
+        "  PathQuick: T_quick {}, P_1 {} B, ΔP {} B, P_N {} B, N {}: {:.0}–{:.0} kbit/s",
+        q.t_quick,
+        q.p_1.0,
+        q.delta_p.0,
+        q.p_n().0,
+        q.n,
+        q.b_min().as_kbps(),
+        q.b_max().as_kbps()
+    );
+    println!(
+        "  pathChirp: γ {}, P {} B, M {} (Eq. 12: {:.3}): {:.0}–{:.0} kbit/s",
+        ch.gamma,
+        ch.size.0,
+        ch.m,
+        headroom_core::abw::pathchirp::m_eq12(
+            ch.gamma,
+            q.b_min().bps() as f64,
+            q.b_max().bps() as f64
+        ),
+        ch.b_min.as_kbps(),
+        ch.top_rate().as_kbps()
+    );
+    println!(
+        "  {:<34}{:>16}{:>16}{:>9}",
+        "", "PathQuick", "pathChirp", "ratio"
+    );
+    let ms = |d: Dur| format!("{:.1} ms", d.as_millis_f64());
+    println!(
+        "  {:<34}{:>16}{:>16}{:>9}",
+        "train length",
+        ms(c.quick_train),
+        ms(c.chirp_train),
+        ratio(c.chirp_train.as_secs_f64(), c.quick_train.as_secs_f64())
+    );
+    println!(
+        "  {:<34}{:>16}{:>16}{:>9}",
+        format!("estimate time (RTT {})", c.rtt),
+        ms(c.quick_estimate_time),
+        ms(c.chirp_estimate_time),
+        ratio(
+            c.chirp_estimate_time.as_secs_f64(),
+            c.quick_estimate_time.as_secs_f64()
+        )
+    );
+    let range = |r: (Rate, Rate)| format!("{:.0}–{:.0} kbps", r.0.as_kbps(), r.1.as_kbps());
+    println!(
+        "  {:<34}{:>16}{:>16}{:>9}",
+        format!("range in {} of train", allowance),
+        range(c.quick_range_in_budget),
+        range(c.chirp_range_in_budget),
+        format!("{:.1}×", c.range_ratio())
+    );
+    println!(
+        "  {:<34}{:>16}{:>16}{:>9}",
+        "mean resolution (Eq. 14 / Eq. 16)",
+        format!("{:.1} kbps", c.quick_resolution.as_kbps()),
+        format!("{:.1} kbps", c.chirp_resolution.as_kbps()),
+        ratio(
+            c.chirp_resolution.bps() as f64,
+            c.quick_resolution.bps() as f64
+        )
+    );
+    println!(
+        "  {:<34}{:>16}{:>16}{:>9}",
+        "bytes per train",
+        format!("{:.1} KB", kb(c.quick_bytes)),
+        format!("{:.1} KB", kb(c.chirp_bytes)),
+        ratio(c.quick_bytes.0 as f64, c.chirp_bytes.0 as f64)
+    );
+    println!(
+        "  PathQuick with ΔP = {} B: N {}, {:.1} KB per train, resolution {:.1} kbps",
+        c.half_quick.delta_p.0,
+        c.half_quick.n,
+        kb(c.half_quick.bytes()),
+        c.half_quick.resolution().as_kbps()
+    );
+    println!(
+        "  (the concrete {}-packet chirp sends {} packets in {}, its top gap probing {:.1} kbps)",
+        ch.m,
+        c.chirp_packets_in_budget,
+        allowance,
+        c.chirp_top_rate_in_budget.as_kbps()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct DesignCli {
+        #[command(flatten)]
+        a: DesignArgs,
+    }
+
+    #[test]
+    fn design_defaults_reproduce_the_paper() {
+        let a = DesignCli::parse_from(["design"]).a;
+        let c = design_comparison(&a).unwrap();
+        assert_eq!(c.quick_train, Dur::from_millis(124));
+        assert_eq!(c.chirp_train.as_millis_f64().round(), 682.0);
+        assert_eq!(c.quick_estimate_time, Dur::from_millis(176));
+        assert_eq!(c.chirp_estimate_time.as_millis_f64().round(), 734.0);
+        assert_eq!(
+            c.quick_range_in_budget,
+            (Rate::from_kbps(104), Rate::from_kbps(11_912))
+        );
+        assert_eq!(
+            c.chirp_range_in_budget,
+            (Rate::from_kbps(104), Rate::from_kbps(200))
+        );
+        assert_eq!(c.quick_resolution, Rate::from_kbps(96));
+        assert_eq!((kb(c.quick_bytes) * 10.0).round() / 10.0, 93.1);
+        assert_eq!((kb(c.chirp_bytes) * 10.0).round() / 10.0, 41.7);
+        assert_eq!((kb(c.half_quick.bytes()) * 10.0).round() / 10.0, 46.9);
+        assert_eq!(c.half_quick.n, 63);
+        run_design(a).unwrap();
+    }
+
+    #[test]
+    fn design_rejects_impossible_trains() {
+        let a = DesignCli::parse_from(["design", "--pn", "2000"]).a;
+        assert!(design_comparison(&a).is_err());
+        let a = DesignCli::parse_from(["design", "--gamma", "1.0"]).a;
+        assert!(design_comparison(&a).is_err());
+    }
+
+    #[test]
+    fn probe_args_parse_and_reject_bad_input() {
+        #[derive(Parser)]
+        struct P {
+            #[command(flatten)]
+            a: ProbeArgs,
+        }
+        let p = P::try_parse_from([
+            "probe",
+            "h:1",
+            "--method",
+            "pathchirp",
+            "--bmin",
+            "1Mbps",
+            "--repeat",
+            "3",
+        ])
+        .unwrap()
+        .a;
+        assert_eq!(p.method, Method::PathChirp);
+        assert_eq!(p.bmin, Some(Rate::from_mbps(1)));
+        assert!(P::try_parse_from(["probe", "h", "--method", "pathload"]).is_err());
+        assert!(P::try_parse_from(["probe", "h", "--bmax", "fast"]).is_err());
+        assert!(P::try_parse_from(["probe", "h", "--json", "--instbw"]).is_err());
+    }
 }

@@ -70,7 +70,7 @@
 //!   visible only once the bottleneck's slack is used up — a token-bucket rate limiter's burst,
 //!   or simply the resolution of "first sustained increase" — so the knee's rate `r_l` sits
 //!   above the available bandwidth. Along the unterminated excursion the queue grows per unit
-//!   time as `(r_k - A)/C`; the least-squares line of `(Δq_k/Δ_k)` against `r_k` crosses zero at
+//!   time as `(r_k - A)/C`; the Theil–Sen line of `(Δq_k/Δ_k)` against `r_k` crosses zero at
 //!   `A`, which (clamped to `[lowest rate, r_l]`) replaces `r_l` in steps 4–5.
 //! - **Smoothing** ([`Smoother`], [`combine`]): the mean of the last `K` per-train values, as
 //!   pathChirp's `num_inst_bw` moving mean; a majority of range results keeps its label.
@@ -153,8 +153,12 @@ impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outcome::Estimate(r) => write!(f, "{:.3} Mbit/s", r.as_mbps()),
-            Outcome::AboveRange { at_least } => write!(f, "above range (≥ {:.3} Mbit/s)", at_least.as_mbps()),
-            Outcome::BelowRange { at_most } => write!(f, "below range (≤ {:.3} Mbit/s)", at_most.as_mbps()),
+            Outcome::AboveRange { at_least } => {
+                write!(f, "above range (≥ {:.3} Mbit/s)", at_least.as_mbps())
+            }
+            Outcome::BelowRange { at_most } => {
+                write!(f, "below range (≤ {:.3} Mbit/s)", at_most.as_mbps())
+            }
             Outcome::Inconclusive { reason } => write!(f, "inconclusive ({reason})"),
         }
     }
@@ -240,7 +244,9 @@ fn serialisation_slope(q: &[i128], size: &[Bytes], floor: Dur, l_busy: usize) ->
     }
     per_byte.sort_by(|a, b| a.0.total_cmp(&b.0));
     let tol = per_byte.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-    let need = l_busy.max((per_byte.len() as f64 * 0.05).ceil() as usize).max(2);
+    let need = l_busy
+        .max((per_byte.len() as f64 * 0.05).ceil() as usize)
+        .max(2);
     let (mut best, mut best_n, mut lo) = (0.0, 0usize, 0usize);
     for hi in 0..per_byte.len() {
         while per_byte[hi].0 - per_byte[lo].0 > 2.0 * tol {
@@ -321,10 +327,18 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
             _ => latest = Some((t, j)),
         }
     }
-    let rx: Vec<&ProbeRecord> = rx.iter().zip(&out_of_order).filter(|(_, o)| !**o).map(|(r, _)| *r).collect();
+    let rx: Vec<&ProbeRecord> = rx
+        .iter()
+        .zip(&out_of_order)
+        .filter(|(_, o)| !**o)
+        .map(|(r, _)| *r)
+        .collect();
     if rx.len() < need {
         return TrainEstimate::inconclusive(
-            format!("{} of {packets} packets usable after reordering, need at least {need}", rx.len()),
+            format!(
+                "{} of {packets} packets usable after reordering, need at least {need}",
+                rx.len()
+            ),
             counts,
         );
     }
@@ -344,7 +358,11 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         let dt = send[k + 1] - send[k];
         if dt <= 0 {
             return TrainEstimate::inconclusive(
-                format!("send times do not increase between packets {} and {}", rx[k].index, rx[k + 1].index),
+                format!(
+                    "send times do not increase between packets {} and {}",
+                    rx[k].index,
+                    rx[k + 1].index
+                ),
                 counts,
             );
         }
@@ -355,7 +373,10 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         } else {
             // A loss in between: the later packet's own gap, from the lost predecessor's send
             // time if the caller knows it, else the spacing spread evenly.
-            let prev = by_index.binary_search_by_key(&(later - 1), |r| r.index).ok().map(|p| by_index[p].send_time.0 as i128);
+            let prev = by_index
+                .binary_search_by_key(&(later - 1), |r| r.index)
+                .ok()
+                .map(|p| by_index[p].send_time.0 as i128);
             match prev {
                 Some(p) if send[k + 1] > p => send[k + 1] - p,
                 _ => dt / (later - rx[k].index) as i128,
@@ -377,12 +398,22 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     }
 
     // Remove the delay component linear in packet size (module doc).
-    let slope = if cfg.size_correction { serialisation_slope(&q_raw, &size, cfg.delay_floor, l_busy) } else { 0.0 };
-    let q: Vec<f64> = (0..m).map(|j| q_raw[j] as f64 - slope * size[j].0 as f64).collect();
+    let slope = if cfg.size_correction {
+        serialisation_slope(&q_raw, &size, cfg.delay_floor, l_busy)
+    } else {
+        0.0
+    };
+    let q: Vec<f64> = (0..m)
+        .map(|j| q_raw[j] as f64 - slope * size[j].0 as f64)
+        .collect();
 
     // Excursion segmentation.
     let floor = cfg.delay_floor.0 as f64;
-    let f = if cfg.decrease_factor > 1.0 { cfg.decrease_factor } else { 1.5 };
+    let f = if cfg.decrease_factor > 1.0 {
+        cfg.decrease_factor
+    } else {
+        1.5
+    };
     let gaps = m - 1;
     let rises = |k: usize| q[k + 1] - q[k] > floor;
     let next_rise = |from: usize| (from..gaps).find(|&k| rises(k)).unwrap_or(gaps);
@@ -420,7 +451,12 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
                 i = next_rise(j);
             }
             None => {
-                excursions.push(Excursion { start: rx[i].index, end: None, busy: true, peak: Dur(peak.max(0.0) as u64) });
+                excursions.push(Excursion {
+                    start: rx[i].index,
+                    end: None,
+                    busy: true,
+                    peak: Dur(peak.max(0.0) as u64),
+                });
                 unterminated = Some(i);
                 break;
             }
@@ -434,20 +470,33 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     if cfg.knee_fit && knee.is_some() {
         // Queue growth per unit time along the unterminated excursion, against the rate probed:
         // (Δq_k / Δ_k) = (r_k - A) / C for a FIFO of capacity C (or a token bucket of rate C
-        // once its burst is spent); the zero crossing of the least-squares line is A.
+        // once its burst is spent); the zero crossing of the fitted line is A.
         let pts: Vec<(f64, f64)> = (l..gaps)
             .filter(|&k| rx[k + 1].index == rx[k].index + 1)
             .map(|k| (rate[k], (q[k + 1] - q[k]) / weight[k]))
             .collect();
         if pts.len() >= l_busy.max(3) {
-            let n = pts.len() as f64;
-            let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
-            let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
-            let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
-            let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-            if sxx > 0.0 && sxy > 0.0 {
-                let zero = mx - my * sxx / sxy;
-                if zero.is_finite() {
+            // Theil–Sen: median of pairwise slopes, median intercept (robust to the spikes
+            // cross-traffic bursts put into single gaps).
+            let step = pts.len().div_ceil(150);
+            let pts: Vec<(f64, f64)> = pts.into_iter().step_by(step).collect();
+            let mut slopes = Vec::with_capacity(pts.len() * pts.len() / 2);
+            for i in 0..pts.len() {
+                for j in i + 1..pts.len() {
+                    let dx = pts[j].0 - pts[i].0;
+                    if dx > 0.0 {
+                        slopes.push((pts[j].1 - pts[i].1) / dx);
+                    }
+                }
+            }
+            if !slopes.is_empty() {
+                slopes.sort_by(f64::total_cmp);
+                let b = slopes[slopes.len() / 2];
+                let mut icpt: Vec<f64> = pts.iter().map(|p| p.1 - b * p.0).collect();
+                icpt.sort_by(f64::total_cmp);
+                let a = icpt[icpt.len() / 2];
+                let zero = -a / b;
+                if b > 0.0 && zero.is_finite() {
                     let lowest = rate.iter().cloned().fold(f64::INFINITY, f64::min);
                     knee_rate = zero.clamp(lowest, rate[l]);
                     knee_fit = Some(Rate(knee_rate.round() as u64));
@@ -458,7 +507,11 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let mut num = 0.0;
     let mut den = 0.0;
     for k in 0..gaps {
-        let e = if k >= l { knee_rate } else { marks[k].unwrap_or(knee_rate) };
+        let e = if k >= l {
+            knee_rate
+        } else {
+            marks[k].unwrap_or(knee_rate)
+        };
         num += e * weight[k];
         den += weight[k];
     }
@@ -491,11 +544,19 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
 pub fn combine(outcomes: &[Outcome]) -> Outcome {
     let values: Vec<Rate> = outcomes.iter().filter_map(|o| o.value()).collect();
     if values.is_empty() {
-        return Outcome::Inconclusive { reason: format!("none of {} trains was conclusive", outcomes.len()) };
+        return Outcome::Inconclusive {
+            reason: format!("none of {} trains was conclusive", outcomes.len()),
+        };
     }
     let mean = Rate(values.iter().map(|r| r.0 as u128).sum::<u128>() as u64 / values.len() as u64);
-    let above = outcomes.iter().filter(|o| matches!(o, Outcome::AboveRange { .. })).count();
-    let below = outcomes.iter().filter(|o| matches!(o, Outcome::BelowRange { .. })).count();
+    let above = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::AboveRange { .. }))
+        .count();
+    let below = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::BelowRange { .. }))
+        .count();
     if 2 * above > values.len() {
         Outcome::AboveRange { at_least: mean }
     } else if 2 * below > values.len() {
@@ -514,7 +575,10 @@ pub struct Smoother {
 
 impl Smoother {
     pub fn new(window: usize) -> Smoother {
-        Smoother { window: window.max(1), recent: VecDeque::new() }
+        Smoother {
+            window: window.max(1),
+            recent: VecDeque::new(),
+        }
     }
 
     /// Adds one train's outcome (inconclusive ones are skipped) and returns the smoothed verdict.
@@ -551,8 +615,17 @@ mod tests {
         buffer_bits: f64,
     ) -> Vec<ProbeRecord> {
         let start = 1.0; // train starts at t = 1 s on the sender clock
-        let mut events: Vec<(f64, Option<usize>, f64)> =
-            schedule.iter().enumerate().map(|(i, p)| (start + p.offset.as_secs_f64(), Some(i), p.size.0 as f64 * 8.0)).collect();
+        let mut events: Vec<(f64, Option<usize>, f64)> = schedule
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                (
+                    start + p.offset.as_secs_f64(),
+                    Some(i),
+                    p.size.0 as f64 * 8.0,
+                )
+            })
+            .collect();
         events.extend(bursts.iter().map(|&(t, b)| (start + t, None, b)));
         events.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
         let mut backlog = 0.0;
@@ -609,15 +682,31 @@ mod tests {
         // 100 Mbit/s idle bottleneck: the train never queues (only serialisation grows).
         let r = est(&fluid_path(&quick(), 100e6, &|_| 0.0, &[], f64::INFINITY));
         match r.outcome {
-            Outcome::AboveRange { at_least } => assert!(at_least.as_kbps() > 11_000.0, "{at_least}"),
+            Outcome::AboveRange { at_least } => {
+                assert!(at_least.as_kbps() > 11_000.0, "{at_least}")
+            }
             o => panic!("expected above range, got {o:?}"),
         }
         assert_eq!(r.received, 125);
-        assert!(r.size_slope_ns_per_byte > 79.0 && r.size_slope_ns_per_byte < 81.0, "{}", r.size_slope_ns_per_byte);
+        assert!(
+            r.size_slope_ns_per_byte > 79.0 && r.size_slope_ns_per_byte < 81.0,
+            "{}",
+            r.size_slope_ns_per_byte
+        );
         // Without the size correction the growing packets look like self-queueing.
-        let cfg = EstimatorConfig { size_correction: false, ..EstimatorConfig::default() };
-        let raw = estimate_train(&fluid_path(&quick(), 100e6, &|_| 0.0, &[], f64::INFINITY), &cfg);
-        assert!(matches!(raw.outcome, Outcome::BelowRange { .. }), "{:?}", raw.outcome);
+        let cfg = EstimatorConfig {
+            size_correction: false,
+            ..EstimatorConfig::default()
+        };
+        let raw = estimate_train(
+            &fluid_path(&quick(), 100e6, &|_| 0.0, &[], f64::INFINITY),
+            &cfg,
+        );
+        assert!(
+            matches!(raw.outcome, Outcome::BelowRange { .. }),
+            "{:?}",
+            raw.outcome
+        );
     }
 
     #[test]
@@ -631,7 +720,10 @@ mod tests {
                 o => panic!("x = {x}: expected an estimate, got {o:?}"),
             };
             // Within two resolution steps (2 × 96 kbps).
-            assert!((v - a).abs() <= 2.0 * 96e3 + 1.0, "x = {x}: estimate {v} vs {a}");
+            assert!(
+                (v - a).abs() <= 2.0 * 96e3 + 1.0,
+                "x = {x}: estimate {v} vs {a}"
+            );
             assert!(r.knee.is_some());
         }
     }
@@ -643,15 +735,28 @@ mod tests {
             let r = est(&fluid_path(&chirp(), 12e6, &move |_| x, &[], f64::INFINITY));
             let v = r.outcome.value().expect("value").bps() as f64;
             // Within one spread step (γ = 1.2).
-            assert!(v <= a * 1.2 + 1.0 && v >= a / 1.2 - 1.0, "x = {x}: estimate {v} vs {a}");
+            assert!(
+                v <= a * 1.2 + 1.0 && v >= a / 1.2 - 1.0,
+                "x = {x}: estimate {v} vs {a}"
+            );
         }
     }
 
     #[test]
     fn below_range_when_path_is_saturated() {
         // Cross traffic leaves 50 kbit/s, below B_min = 104 kbit/s.
-        let r = est(&fluid_path(&quick(), 12e6, &|_| 12e6 - 50e3, &[], f64::INFINITY));
-        assert!(matches!(r.outcome, Outcome::BelowRange { .. }), "{:?}", r.outcome);
+        let r = est(&fluid_path(
+            &quick(),
+            12e6,
+            &|_| 12e6 - 50e3,
+            &[],
+            f64::INFINITY,
+        ));
+        assert!(
+            matches!(r.outcome, Outcome::BelowRange { .. }),
+            "{:?}",
+            r.outcome
+        );
         assert!(r.knee.unwrap() <= 1, "{:?}", r.knee);
     }
 
@@ -660,17 +765,40 @@ mod tests {
         let a = 6e6;
         // A short burst (one 1000-byte cross packet at 20 ms) causes a short excursion that
         // ends within L packets: it must change nothing.
-        let clean = est(&fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY)).outcome.value().unwrap();
-        let spiky = est(&fluid_path(&quick(), 12e6, &|_| 6e6, &[(0.0205, 8000.0)], f64::INFINITY));
+        let clean = est(&fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY))
+            .outcome
+            .value()
+            .unwrap();
+        let spiky = est(&fluid_path(
+            &quick(),
+            12e6,
+            &|_| 6e6,
+            &[(0.0205, 8000.0)],
+            f64::INFINITY,
+        ));
         assert_eq!(spiky.outcome.value().unwrap(), clean);
-        assert!(spiky.excursions.iter().any(|e| !e.busy && e.end.is_some()), "{:?}", spiky.excursions);
+        assert!(
+            spiky.excursions.iter().any(|e| !e.busy && e.end.is_some()),
+            "{:?}",
+            spiky.excursions
+        );
         // An on/off burst that saturates the link from 10 to 25 ms (x = 12 Mbit/s) makes a busy
         // excursion before the knee: the naive "first increase" reading would say ~1 Mbit/s;
         // the segmentation keeps the estimate near A (the busy gaps pull it down a little).
-        let onoff = move |t: f64| if (1.010..1.025).contains(&t) { 12e6 } else { 6e6 };
+        let onoff = move |t: f64| {
+            if (1.010..1.025).contains(&t) {
+                12e6
+            } else {
+                6e6
+            }
+        };
         let r = est(&fluid_path(&quick(), 12e6, &onoff, &[], f64::INFINITY));
         let v = r.outcome.value().unwrap().bps() as f64;
-        assert!(r.excursions.iter().any(|e| e.busy && e.end.is_some()), "{:?}", r.excursions);
+        assert!(
+            r.excursions.iter().any(|e| e.busy && e.end.is_some()),
+            "{:?}",
+            r.excursions
+        );
         assert!((v - a).abs() < 0.15 * a, "estimate {v} vs {a}");
         assert!(r.knee.unwrap() > 50, "knee at {:?}", r.knee);
     }
@@ -686,7 +814,11 @@ mod tests {
         }
         let r = est(&some);
         assert_eq!(r.lost, 5);
-        assert!((r.outcome.value().unwrap().bps() as f64 - clean).abs() <= 96e3, "{:?}", r.outcome);
+        assert!(
+            (r.outcome.value().unwrap().bps() as f64 - clean).abs() <= 96e3,
+            "{:?}",
+            r.outcome
+        );
         // A small buffer overflows after the knee: tail losses, still an estimate near A.
         let small = fluid_path(&quick(), 12e6, &|_| 6e6, &[], 10_000.0 * 8.0);
         let r = est(&small);
@@ -699,10 +831,20 @@ mod tests {
             rec.recv_time = None;
         }
         let r = est(&heavy);
-        assert!(matches!(r.outcome, Outcome::Inconclusive { .. }), "{:?}", r.outcome);
+        assert!(
+            matches!(r.outcome, Outcome::Inconclusive { .. }),
+            "{:?}",
+            r.outcome
+        );
         assert_eq!(r.lost, 42);
         // Nothing received.
-        let none: Vec<ProbeRecord> = base.iter().map(|r| ProbeRecord { recv_time: None, ..*r }).collect();
+        let none: Vec<ProbeRecord> = base
+            .iter()
+            .map(|r| ProbeRecord {
+                recv_time: None,
+                ..*r
+            })
+            .collect();
         assert!(matches!(est(&none).outcome, Outcome::Inconclusive { .. }));
         assert!(matches!(est(&[]).outcome, Outcome::Inconclusive { .. }));
     }
@@ -727,7 +869,11 @@ mod tests {
         swapped[21].recv_time = a;
         let r = est(&swapped);
         assert_eq!(r.reordered, 1);
-        assert!((r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 2.0 * 96e3, "{:?}", r.outcome);
+        assert!(
+            (r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 2.0 * 96e3,
+            "{:?}",
+            r.outcome
+        );
         // Massive reordering: inconclusive.
         let mut mixed = base.clone();
         for k in (0..120).step_by(4) {
@@ -745,7 +891,7 @@ mod tests {
         // rate). The knee is near packet 62 (A = 6 Mbit/s); by packet 100 the queue is deep.
         let mut sched = quick();
         for i in [30usize, 45, 100] {
-            sched[i].offset = sched[i].offset + Dur::from_micros(600);
+            sched[i].offset += Dur::from_micros(600);
         }
         let r = est(&fluid_path(&sched, 12e6, &|_| 6e6, &[], f64::INFINITY));
         let v = r.outcome.value().unwrap().bps() as f64;
@@ -783,15 +929,28 @@ mod tests {
             })
             .collect();
         let plain = est(&records).outcome.value().unwrap().bps() as f64;
-        let cfg = EstimatorConfig { knee_fit: true, ..EstimatorConfig::default() };
+        let cfg = EstimatorConfig {
+            knee_fit: true,
+            ..EstimatorConfig::default()
+        };
         let fitted = estimate_train(&records, &cfg);
         let v = fitted.outcome.value().unwrap().bps() as f64;
-        assert!(plain - rate > 1.0e6, "the bucket should bias the plain knee: {plain}");
+        assert!(
+            plain - rate > 1.0e6,
+            "the bucket should bias the plain knee: {plain}"
+        );
         assert!((v - rate).abs() < 0.3e6, "fitted {v}, plain {plain}");
         assert!(fitted.knee_fit.is_some());
         // On a plain FIFO the fit stays within a resolution step of the truth.
-        let r = estimate_train(&fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY), &cfg);
-        assert!((r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 96e3 + 1.0, "{:?}", r.outcome);
+        let r = estimate_train(
+            &fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY),
+            &cfg,
+        );
+        assert!(
+            (r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 96e3 + 1.0,
+            "{:?}",
+            r.outcome
+        );
     }
 
     #[test]
@@ -806,10 +965,19 @@ mod tests {
         s.push(&Outcome::Estimate(Rate::from_mbps(10)));
         assert_eq!(s.current(), Outcome::Estimate(Rate::from_mbps(8)));
         let above = [
-            Outcome::AboveRange { at_least: Rate::from_mbps(12) },
-            Outcome::AboveRange { at_least: Rate::from_mbps(12) },
+            Outcome::AboveRange {
+                at_least: Rate::from_mbps(12),
+            },
+            Outcome::AboveRange {
+                at_least: Rate::from_mbps(12),
+            },
             Outcome::Estimate(Rate::from_mbps(9)),
         ];
-        assert_eq!(combine(&above), Outcome::AboveRange { at_least: Rate::from_mbps(11) });
+        assert_eq!(
+            combine(&above),
+            Outcome::AboveRange {
+                at_least: Rate::from_mbps(11)
+            }
+        );
     }
 }

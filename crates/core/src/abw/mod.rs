@@ -77,7 +77,9 @@ impl std::str::FromStr for Method {
         match s.to_ascii_lowercase().as_str() {
             "pathquick" | "quick" => Ok(Method::PathQuick),
             "pathchirp" | "chirp" => Ok(Method::PathChirp),
-            _ => Err(DesignError(format!("unknown method `{s}` (use pathquick or pathchirp)"))),
+            _ => Err(DesignError(format!(
+                "unknown method `{s}` (use pathquick or pathchirp)"
+            ))),
         }
     }
 }

@@ -1,0 +1,299 @@
+//! End-to-end tests of the probe server and client on loopback (127.0.0.1).
+
+use headroom_core::abw::{Method, Outcome, QuickDesign, TrainDesign};
+use headroom_core::units::{Bytes, Dur, Rate};
+use headroom_net::server::ServerStats;
+use headroom_net::wire::{Msg, RejectReason, TrainParams};
+use headroom_net::{
+    estimate_addr, EstimateOptions, ProbeError, Server, ServerConfig, ServerHandle,
+};
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+fn serve(config: ServerConfig) -> ServerHandle {
+    Server::bind("127.0.0.1:0", config)
+        .unwrap()
+        .spawn()
+        .unwrap()
+}
+
+fn stat(c: &std::sync::atomic::AtomicU64) -> u64 {
+    ServerStats::get(c)
+}
+
+/// Waits (up to 2 s) for a counter the server bumps just after the client may have finished.
+fn settled(c: &std::sync::atomic::AtomicU64, want: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while stat(c) < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stat(c)
+}
+
+fn small_train() -> TrainDesign {
+    // 30 packets, 2 ms apart, 48..1208 B: 58 ms, probes 352 kbit/s .. 4.8 Mbit/s.
+    TrainDesign::PathQuick(QuickDesign {
+        t_quick: Dur::from_millis(2),
+        p_1: Bytes(48),
+        delta_p: Bytes(40),
+        n: 30,
+    })
+}
+
+#[test]
+fn loopback_pathquick_end_to_end() {
+    let server = serve(ServerConfig::default());
+    let opts = EstimateOptions::default();
+    let e = estimate_addr(server.local_addr(), &opts).expect("estimate");
+    assert_eq!(e.method, Method::PathQuick);
+    let train = e.design.train_length();
+    assert_eq!(e.quality.packets, e.design.packets());
+    assert_eq!(e.quality.received + e.quality.lost, e.quality.packets);
+    assert!(e.quality.lost <= 2, "{:?}", e.quality);
+    assert!(e.quality.kernel_timestamps, "no kernel receive timestamps");
+    // Loopback has far more than 12 Mbit/s free: above range, or an estimate near the top.
+    let top = e.design.probed_range().1;
+    match &e.outcome {
+        Outcome::AboveRange { at_least } => assert!(
+            at_least.bps() as f64 >= 0.8 * top.bps() as f64,
+            "{at_least}"
+        ),
+        Outcome::Estimate(r) => assert!(r.bps() as f64 >= 0.8 * top.bps() as f64, "{r}"),
+        o => panic!("unexpected {o:?}"),
+    }
+    // One estimate takes the train plus a little (RTT ~0 here).
+    assert!(
+        e.elapsed_per_train <= Duration::from_nanos(train.0) + Duration::from_millis(30),
+        "{:?} for a {train} train",
+        e.elapsed_per_train
+    );
+    assert!(
+        e.quality.spacing_error_max < Dur::from_millis(5),
+        "{:?}",
+        e.quality
+    );
+    assert_eq!(settled(&server.stats().trains_completed, 1), 1);
+    assert_eq!(stat(&server.stats().probes_sent), e.design.packets() as u64);
+}
+
+#[test]
+fn loopback_pathchirp_with_repeats() {
+    let server = serve(ServerConfig::default());
+    let opts = EstimateOptions {
+        method: Method::PathChirp,
+        b_min: Some(Rate::from_mbps(2)),
+        repeat: 2,
+        ..EstimateOptions::default()
+    };
+    let e = estimate_addr(server.local_addr(), &opts).expect("estimate");
+    assert_eq!(e.method, Method::PathChirp);
+    assert_eq!(e.trains.len(), 2);
+    assert!(e.available_bandwidth.is_some(), "{:?}", e.outcome);
+    assert_eq!(settled(&server.stats().trains_completed, 2), 2);
+}
+
+#[test]
+fn unreachable_and_silent_servers_give_clear_errors() {
+    // Nothing listens: ICMP port unreachable → refused.
+    let closed = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let opts = EstimateOptions {
+        timeout: Duration::from_millis(600),
+        ..EstimateOptions::default()
+    };
+    let t = Instant::now();
+    match estimate_addr(closed, &opts) {
+        Err(ProbeError::Unreachable { .. }) | Err(ProbeError::Timeout { .. }) => {}
+        other => panic!("expected unreachable, got {other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // A socket that never answers: a timeout naming what was awaited.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let e = estimate_addr(silent.local_addr().unwrap(), &opts).unwrap_err();
+    match &e {
+        ProbeError::Timeout { waiting_for, .. } => assert_eq!(*waiting_for, "challenge"),
+        other => panic!("expected timeout, got {other:?}"),
+    }
+    assert!(e.to_string().contains("no challenge"), "{e}");
+}
+
+/// xorshift64*, enough for fuzzing.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[test]
+fn server_survives_garbage() {
+    let server = serve(ServerConfig::default());
+    let addr = server.local_addr();
+    let fuzz = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let sent = 3000u64;
+    let mut buf = vec![0u8; 1600];
+    for i in 0..sent {
+        let len = (rng.next() % 1500) as usize;
+        for b in buf[..len].iter_mut() {
+            *b = rng.next() as u8;
+        }
+        // A third look like ours: right magic and version, random type and body.
+        if i % 3 == 0 && len >= 4 {
+            buf[0] = b'H';
+            buf[1] = b'R';
+            buf[2] = 1;
+            buf[3] = (rng.next() % 8) as u8;
+        }
+        fuzz.send_to(&buf[..len], addr).unwrap();
+        if i % 200 == 0 {
+            std::thread::sleep(Duration::from_millis(1)); // let the receive buffer drain
+        }
+    }
+    // Every datagram is accounted for, none started a train.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let s = server.stats();
+    while stat(&s.datagrams) < sent && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let handled = stat(&s.malformed) + stat(&s.bad_cookies) + stat(&s.unexpected) + stat(&s.hellos);
+    assert_eq!(stat(&s.datagrams), handled);
+    assert!(
+        stat(&s.malformed) > sent / 2,
+        "malformed {}",
+        stat(&s.malformed)
+    );
+    assert_eq!(stat(&s.trains_started), 0);
+    // And the server still works.
+    let opts = EstimateOptions {
+        design: Some(small_train()),
+        ..EstimateOptions::default()
+    };
+    let e = estimate_addr(addr, &opts).expect("estimate after fuzzing");
+    assert!(e.available_bandwidth.is_some());
+}
+
+#[test]
+fn spoofed_requests_get_no_train() {
+    let server = serve(ServerConfig::default());
+    let addr = server.local_addr();
+    // The victim: its address is used as the source of the "attacker's" HELLO. It receives an
+    // unsolicited CHALLENGE (no larger than the HELLO) and never answers it.
+    let victim = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut out = Vec::new();
+    Msg::Hello { nonce: 42 }.encode(&mut out);
+    let hello_len = out.len();
+    victim.send_to(&out, addr).unwrap();
+    victim
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    let (n, _) = victim.recv_from(&mut buf).unwrap();
+    assert!(n <= hello_len, "challenge amplifies: {n} > {hello_len}");
+    let cookie = match Msg::decode(&buf[..n]).unwrap() {
+        Msg::Challenge { cookie, .. } => cookie,
+        m => panic!("{m:?}"),
+    };
+    let params = TrainParams::from_design(&small_train()).unwrap();
+    // The attacker cannot see the cookie: guesses, and even the real cookie replayed from its
+    // own address, start nothing.
+    for guess in [[0u8; 16], [0xff; 16], cookie] {
+        Msg::Start {
+            nonce: 42,
+            cookie: guess,
+            train: 1,
+            params,
+        }
+        .encode(&mut out);
+        attacker.send_to(&out, addr).unwrap();
+    }
+    // A wrong nonce with the right cookie from the right address fails too.
+    Msg::Start {
+        nonce: 43,
+        cookie,
+        train: 1,
+        params,
+    }
+    .encode(&mut out);
+    victim.send_to(&out, addr).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let s = server.stats();
+    assert_eq!(stat(&s.trains_started), 0);
+    assert_eq!(stat(&s.probes_sent), 0);
+    assert_eq!(stat(&s.bad_cookies), 4);
+    for sock in [&victim, &attacker] {
+        sock.set_nonblocking(true).unwrap();
+        assert!(
+            sock.recv_from(&mut buf).is_err(),
+            "a datagram reached a socket that never proved itself"
+        );
+    }
+}
+
+#[test]
+fn fifty_concurrent_clients() {
+    let server = serve(ServerConfig::default());
+    let addr = server.local_addr();
+    let handles: Vec<_> = (0..50)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let opts = EstimateOptions {
+                    design: Some(small_train()),
+                    timeout: Duration::from_secs(5),
+                    ..EstimateOptions::default()
+                };
+                estimate_addr(addr, &opts)
+            })
+        })
+        .collect();
+    let mut ok = 0;
+    for h in handles {
+        match h.join().unwrap() {
+            Ok(e) => {
+                assert_eq!(e.quality.packets, 30);
+                ok += 1;
+            }
+            Err(e) => panic!("client failed: {e}"),
+        }
+    }
+    assert_eq!(ok, 50);
+    assert_eq!(settled(&server.stats().trains_completed, 50), 50);
+}
+
+#[test]
+fn caps_are_enforced() {
+    let server = serve(ServerConfig {
+        max_rate: Rate::from_mbps(5),
+        trains_per_window: 2,
+        ..ServerConfig::default()
+    });
+    let addr = server.local_addr();
+    // 12 Mbit/s top rate > 5 Mbit/s cap.
+    match estimate_addr(addr, &EstimateOptions::default()) {
+        Err(ProbeError::Rejected {
+            reason: RejectReason::OverCap,
+            ..
+        }) => {}
+        other => panic!("expected over-cap rejection, got {other:?}"),
+    }
+    // Two trains per window from this IP, the third is refused.
+    let opts = EstimateOptions {
+        design: Some(small_train()),
+        repeat: 3,
+        ..EstimateOptions::default()
+    };
+    match estimate_addr(addr, &opts) {
+        Err(ProbeError::Rejected {
+            reason: RejectReason::TooMany,
+            ..
+        }) => {}
+        other => panic!("expected too-many rejection, got {other:?}"),
+    }
+    assert_eq!(settled(&server.stats().trains_completed, 2), 2);
+}
