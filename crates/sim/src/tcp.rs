@@ -268,13 +268,18 @@ impl TcpConn {
             let send_window = win.send_window(Bytes(self.params.max_window)).0;
             let len = self.seg_len(self.snd_nxt);
             let outstanding = self.snd_nxt - self.snd_una;
-            if win.cwnd.0 < mss && outstanding == 0 && send_window > 0 {
-                // Fractional window: one segment every srtt * mss / cwnd.
-                let gap = self.srtt.unwrap_or(self.params.rto.initial).mul_f64(mss as f64 / win.cwnd.0.max(1) as f64);
-                let due = self.last_send + gap;
-                if now < due {
-                    self.arm_wakeup(net, due);
+            if win.cwnd.0 < mss && send_window > 0 {
+                // Fractional window: one segment at a time, every srtt * mss / cwnd (the first
+                // one at once: there is no RTT to space against yet).
+                if outstanding > 0 {
                     break;
+                }
+                if let Some(srtt) = self.srtt.filter(|_| self.counters.segments_sent > 0) {
+                    let due = self.last_send + srtt.mul_f64(mss as f64 / win.cwnd.0.max(1) as f64);
+                    if now < due {
+                        self.arm_wakeup(net, due);
+                        break;
+                    }
                 }
             } else if outstanding + len > send_window {
                 break;
@@ -613,5 +618,108 @@ impl TcpConn {
                 ts: self.ts_recent,
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::{Link, QueueLimit};
+    use headroom_core::cc::Window;
+
+    /// A controller with a fixed window and an optional pacing rate.
+    struct Fixed {
+        cwnd: u64,
+        pacing: Option<Rate>,
+    }
+    impl CongestionControl for Fixed {
+        fn name(&self) -> &'static str {
+            "fixed"
+        }
+        fn on_ack(&mut self, _: &AckEvent) -> AckAction {
+            AckAction::None
+        }
+        fn on_timeout(&mut self, _: Time, _: Bytes) {}
+        fn window(&self) -> Window {
+            Window { cwnd: Bytes(self.cwnd), ssthresh: Bytes(u64::MAX), ceiling: None, pacing_rate: self.pacing }
+        }
+        fn in_recovery(&self) -> bool {
+            false
+        }
+    }
+
+    /// Runs one connection over a 100 Mb/s, 50 ms one-way path (with optional blackout) until
+    /// `until`; returns it with the departure times of its data segments.
+    fn drive(cc: Box<dyn CongestionControl>, params: TcpParams, outage: Option<(Time, Time)>, until: Time) -> (TcpConn, Vec<Time>) {
+        let mut fwd = Link::new("a->b".into(), 0, 1, Rate::from_mbps(100), Dur::from_millis(50), QueueLimit::Packets(1000));
+        if let Some(o) = outage {
+            fwd = fwd.with_outages(vec![o]);
+        }
+        let back = Link::new("b->a".into(), 1, 0, Rate::from_mbps(100), Dur::from_millis(50), QueueLimit::Packets(1000));
+        let mut net = Net::new(vec!["a".into(), "b".into()], vec![fwd, back]);
+        let mut c = TcpConn::new(0, 1, 0, 1, 0, Owner::Bulk(0), params, cc, None, u64::MAX);
+        let mut departures = Vec::new();
+        c.start(&mut net);
+        while let Some(ev) = net.pop_until(until) {
+            match ev {
+                Ev::LinkFree(l) => {
+                    if l == 0 {
+                        departures.push(net.now);
+                    }
+                    net.link_free(l)
+                }
+                Ev::Arrive { pkt, .. } => {
+                    let p = net.deliver(pkt);
+                    match p.kind {
+                        Kind::Data => {
+                            c.on_data(&mut net, &p);
+                        }
+                        Kind::Ack => c.on_ack(&mut net, &p),
+                        _ => unreachable!(),
+                    }
+                }
+                Ev::Rto { .. } => c.on_rto_event(&mut net),
+                Ev::DelAck { seq, .. } => c.on_delack(&mut net, seq),
+                Ev::Wakeup { .. } => c.on_wakeup(&mut net),
+                _ => unreachable!(),
+            }
+        }
+        (c, departures)
+    }
+
+    #[test]
+    fn pacing_rate_spaces_segments() {
+        // 1 Mb/s pacing: a 1500-byte packet every 12 ms whatever the window.
+        let cc = Box::new(Fixed { cwnd: 1 << 30, pacing: Some(Rate::from_mbps(1)) });
+        let (c, _) = drive(cc, TcpParams::default(), None, Time::from_secs_f64(1.0));
+        let sent = c.counters.segments_sent;
+        assert!((83..=85).contains(&sent), "{sent} segments in 1 s at 1 Mb/s pacing (expect ~84)");
+    }
+
+    #[test]
+    fn fractional_window_sends_one_segment_every_few_rtts() {
+        // cwnd = mss / 4: one segment every 4 smoothed RTTs (RTT ~100 ms) once the RTT is known.
+        let cc = Box::new(Fixed { cwnd: 365, pacing: None });
+        let (c, dep) = drive(cc, TcpParams::default(), None, Time::from_secs_f64(10.0));
+        let gaps: Vec<f64> = dep.windows(2).skip(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
+        assert!(!gaps.is_empty());
+        for g in &gaps {
+            assert!((0.38..=0.45).contains(g), "gap {g:.3} s, expected ~4 RTTs: {gaps:?}");
+        }
+        assert!(c.counters.segments_sent >= 20 && c.counters.segments_sent <= 30, "{}", c.counters.segments_sent);
+    }
+
+    #[test]
+    fn karn_rule_ignores_retransmitted_segments() {
+        // Without timestamps, the first segment is lost in a blackout and retransmitted after
+        // the 1 s initial RTO: its ACK must not give a ~1.1 s RTT sample.
+        let params = TcpParams { timestamps: false, rto: RtoParams::LINUX, ..TcpParams::default() };
+        let cc = Box::new(Fixed { cwnd: 2920, pacing: None });
+        let outage = Some((Time::ZERO, Time::from_secs_f64(0.5)));
+        let (c, _) = drive(cc, params, outage, Time::from_secs_f64(5.0));
+        assert!(c.counters.timeouts >= 1);
+        let srtt = c.srtt.expect("later segments give samples").as_secs_f64();
+        assert!((0.099..0.11).contains(&srtt), "srtt {srtt:.4} s (path RTT 100 ms)");
+        assert!(c.min_rtt.unwrap().as_secs_f64() < 0.11);
     }
 }
