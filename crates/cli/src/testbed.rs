@@ -1,15 +1,183 @@
-//! `headroom testbed ...` (being written).
+//! `headroom testbed ...`: emulated networks from Linux network namespaces (see the
+//! `headroom-testbed` crate and docs/testbed.md).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{bail, Context, Result};
 use clap::Subcommand;
+use headroom_core::units::{parse_dur, parse_rate};
+use headroom_testbed::bench::{bench_delaybox, BenchConfig};
+use headroom_testbed::{scenario, Scenario, Testbed};
 
 #[derive(Subcommand, Debug)]
 pub enum TestbedCmd {
-    /// Remove what this or a killed run left behind.
+    /// Build the topology of FILE and keep it up until Ctrl-C / SIGTERM / `testbed down`.
+    Up {
+        /// Scenario or topology file (TOML, see scenarios/testbed/).
+        file: PathBuf,
+    },
+    /// Run a command inside a host of a running testbed.
+    Exec {
+        /// Pick the testbed when several run (prefix as printed by `up` or `list`).
+        #[arg(long)]
+        prefix: Option<String>,
+        host: String,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Bring FILE's testbed up, run its flows, write the CSV (`time_s,flow,metric,value`), tear down.
+    Run {
+        file: PathBuf,
+        /// CSV output path (default: [run] output of the file, else stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Remove testbeds: all of them (asking live owners to stop first), or with --stale only
+    /// those whose owner process is gone.
     Down {
         #[arg(long)]
         stale: bool,
+        /// Only this testbed.
+        #[arg(long, conflicts_with = "stale")]
+        prefix: Option<String>,
+    },
+    /// List running and stale testbeds.
+    List,
+    /// Measure the delay box: added-delay error and maximum throughput without own drops.
+    BenchDelaybox {
+        /// One-way delay configured in each direction.
+        #[arg(long, default_value = "10ms")]
+        delay: String,
+        /// Offered UDP rates, comma separated; stops at the first that fails.
+        #[arg(long, default_value = "100Mbps,200Mbps,400Mbps,600Mbps,800Mbps,1000Mbps")]
+        rates: String,
+        /// Length of each rate step.
+        #[arg(long, default_value = "2s")]
+        step: String,
+        /// IP packet size in bytes.
+        #[arg(long, default_value_t = 1500)]
+        size: usize,
     },
 }
 
-pub fn run(_cmd: TestbedCmd) -> anyhow::Result<()> {
-    anyhow::bail!("headroom testbed is not built yet")
+pub fn run(cmd: TestbedCmd) -> Result<()> {
+    match cmd {
+        TestbedCmd::Up { file } => up(&file),
+        TestbedCmd::Exec { prefix, host, cmd } => exec(prefix.as_deref(), &host, &cmd),
+        TestbedCmd::Run { file, output } => run_file(&file, output),
+        TestbedCmd::Down { stale, prefix } => {
+            let removed = if stale {
+                headroom_testbed::down_stale()?
+            } else {
+                headroom_testbed::down_all(prefix.as_deref(), std::time::Duration::from_secs(5))?
+            };
+            if removed.is_empty() {
+                eprintln!("nothing to remove");
+            }
+            for r in removed {
+                println!("removed {r}");
+            }
+            Ok(())
+        }
+        TestbedCmd::List => {
+            for r in headroom_testbed::list_runs() {
+                let state = if r.is_stale() { "stale" } else { "running" };
+                let hosts: Vec<String> = r.hosts.iter().map(|h| format!("{}={}", h.name, h.addr)).collect();
+                println!("{}  pid {}  {state}  {}", r.prefix, r.pid, hosts.join(" "));
+            }
+            Ok(())
+        }
+        TestbedCmd::BenchDelaybox { delay, rates, step, size } => {
+            let mut cfg = BenchConfig {
+                delay: parse_dur(&delay).context("--delay")?,
+                step: parse_dur(&step).context("--step")?,
+                size,
+                ..BenchConfig::default()
+            };
+            cfg.rates = rates
+                .split(',')
+                .map(|r| parse_rate(r.trim()).with_context(|| format!("--rates: `{r}`")))
+                .collect::<Result<_>>()?;
+            if cfg.rates.is_empty() || cfg.step.0 == 0 {
+                bail!("--rates and --step must be non-empty and positive");
+            }
+            if !(headroom_testbed::traffic::MIN_UDP_SIZE..=65_000).contains(&size) {
+                bail!("--size: {size} outside {}..=65000", headroom_testbed::traffic::MIN_UDP_SIZE);
+            }
+            println!("delay box benchmark: one-way delay {:.3} ms, {}-byte packets, {:.1} s per rate", cfg.delay.as_millis_f64(), size, cfg.step.as_secs_f64());
+            let rep = bench_delaybox(&cfg, &mut |l| println!("  {l}"))?;
+            println!(
+                "added delay error (measured one-way delay - configured, low rate, {} pkts): median {:.1} us, p99 {:.1} us, max {:.1} us",
+                rep.delay_error_us.packets, rep.delay_error_us.median, rep.delay_error_us.p99, rep.delay_error_us.max
+            );
+            println!(
+                "  of which path latency (same with delay 0): median {:.1} us; excess over it: median {:.1} us",
+                rep.path_latency_us.median,
+                rep.delay_error_us.median - rep.path_latency_us.median
+            );
+            println!(
+                "delay box release lateness: mean {:.1} us, p99 < {} us, max {:.1} us",
+                rep.release_late_mean.0 as f64 / 1e3,
+                rep.release_late_p99_bound.0 / 1000,
+                rep.release_late_max.0 as f64 / 1e3
+            );
+            match rep.max_rate {
+                Some(r) => println!("max throughput (no own drops, mean release lateness < 100 us): {:.1} Mbit/s", r.as_mbps()),
+                None => println!("max throughput (no own drops, mean release lateness < 100 us): below the lowest rate tried"),
+            }
+            Ok(())
+        }
+    }
+}
+
+fn up(file: &std::path::Path) -> Result<()> {
+    let s = Scenario::load(file)?;
+    let tb = Testbed::up(&s.topology())?;
+    println!("testbed {} is up (pid {})", tb.prefix(), std::process::id());
+    for h in tb.hosts() {
+        println!("  {:12} {:5}  {:15} netns {}", h.name, format!("{:?}", h.side).to_lowercase(), h.addr.to_string(), h.netns);
+    }
+    println!("run commands with `headroom testbed exec HOST -- CMD`; stop with Ctrl-C or `headroom testbed down`");
+    // The testbed's signal handler removes everything and exits on SIGINT/SIGTERM/SIGHUP.
+    loop {
+        std::thread::park();
+    }
+}
+
+fn exec(prefix: Option<&str>, host: &str, cmd: &[String]) -> Result<()> {
+    let h = headroom_testbed::find_host(host, prefix)?;
+    let status = Command::new("ip")
+        .args(["netns", "exec", &h.netns])
+        .args(cmd)
+        .status()
+        .with_context(|| format!("running `{}` in {host}", cmd.join(" ")))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(c) => std::process::exit(c),
+        None => bail!("`{}` in {host} was killed by a signal", cmd.join(" ")),
+    }
+}
+
+fn run_file(file: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
+    let s = Scenario::load(file)?;
+    let out = scenario::run(&s, &AtomicBool::new(false))?;
+    let path = output.or_else(|| s.run.output.as_ref().map(PathBuf::from));
+    match &path {
+        Some(p) => {
+            let mut f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            out.recorder.write_csv(&mut f)?;
+        }
+        None => out.recorder.write_csv(&mut std::io::stdout().lock())?,
+    }
+    eprintln!("testbed {} ({}): {:.1} s", out.prefix, s.name.as_deref().unwrap_or("unnamed"), s.run.duration.as_secs_f64());
+    for f in &out.flows {
+        eprintln!("  {:12} {:?}: {:.3} Mbit/s; {}", f.name, f.kind, f.throughput.as_mbps(), f.detail);
+    }
+    if let Some(p) = path {
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
 }

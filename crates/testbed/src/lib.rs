@@ -1,1 +1,82 @@
-//! (being written)
+//! Emulated networks from Linux network namespaces, for headroom's real-network tests and the
+//! `headroom testbed` command.
+//!
+//! # Topology
+//!
+//! A dumbbell. Each host is a network namespace with one veth (`eth0`, address `10.1.k.2/24` on
+//! the left, `10.2.k.2/24` on the right, default route to its router at `.1`). The routers
+//! (namespaces `<prefix>left`, `<prefix>right`) forward between access links and the bottleneck:
+//!
+//! ```text
+//!  s1 ─┐                                                                 ┌─ r1
+//!  s2 ─┼─ left ── [tbf rate + pfifo/bfifo buffer] → dbox ⇄ delay box ⇄ dbox ── right ─┼─ r2
+//!  c1 ─┘                                                                 └─ c2
+//! ```
+//!
+//! The bottleneck's rate limiter is a `tbf` (with a `pfifo` or `bfifo` child as the buffer) on
+//! the left router's TUN device `dbox`; its propagation delay and random loss come from the
+//! [`delaybox`] (user space, mahimahi style, since this kernel has no netem). The reverse
+//! direction has its own optional rate, delay and loss. Access links can have a rate (tbf on both
+//! veth ends) and an extra delay (added by the delay box to the host's packets).
+//!
+//! # Rust API
+//!
+//! ```no_run
+//! use headroom_testbed::{Testbed, Topology, Bottleneck};
+//! use headroom_core::{Dur, Rate};
+//! # fn main() -> anyhow::Result<()> {
+//! if let Some(why) = headroom_testbed::unsupported_reason() {
+//!     println!("SKIP: {why}");
+//!     return Ok(());
+//! }
+//! let topo = Topology::dumbbell(1, Bottleneck::new(Some(Rate::from_mbps(50)), Dur::from_millis(26)));
+//! let tb = Testbed::up(&topo)?;                      // namespaces s1, r1 (prefixed), routers, delay box
+//! let r1 = tb.host("r1")?.addr;                      // 10.2.1.2
+//! tb.exec("s1", &["ip", "route"])?;                  // a command inside s1 (`ip netns exec`)
+//! let listener = tb.run_in("r1", || Ok(std::net::TcpListener::bind("0.0.0.0:5001")?))?;
+//! let sender = tb.spawn_in("s1", move || {           // a thread inside s1
+//!     let s = headroom_testbed::traffic::tcp_connect((r1, 5001).into(), "cubic")?;
+//!     headroom_testbed::traffic::tcp_bulk_send(&s, Dur::from_secs(2), None, None)
+//! })?;
+//! let (conn, _) = listener.accept()?;
+//! let got = headroom_testbed::traffic::tcp_sink(conn, None)?;
+//! sender.join().unwrap()?;
+//! println!("{got} bytes; queue {:?}", tb.queue_stats()?);
+//! tb.down()?;                                        // or just drop it
+//! # Ok(()) }
+//! ```
+//!
+//! - [`Testbed::up`] builds a [`Topology`] (from Rust or from a [`Scenario`] file) and returns
+//!   handles: [`Testbed::host`] gives each [`Host`]'s namespace name and address.
+//! - [`Testbed::exec`] / [`Testbed::command`] run programs in a host; [`Testbed::run_in`] /
+//!   [`Testbed::spawn_in`] run Rust closures on a thread that entered the host's namespace
+//!   (sockets created there belong to the host and can be used from any thread).
+//! - [`Testbed::queue_stats`], [`Testbed::delaybox_counters`], [`Testbed::tun_drops`] read the
+//!   bottleneck.
+//! - [`traffic`] has the built-in UDP generator (CBR, Poisson, on/off) and counting receiver,
+//!   UDP ping/echo, TCP bulk sender (any kernel congestion control) and sink, and the web-like
+//!   workload; [`measure`] samples them into `time_s,flow,metric,value` CSV rows.
+//!
+//! # Hygiene
+//!
+//! Every name carries the run's prefix `hr<pid hex><n hex><rand hex>-`; links and TUN devices
+//! only exist inside the run's namespaces. Dropping the [`Testbed`] (normal exit, error, panic
+//! unwinding) removes everything. The first `up` installs SIGINT/SIGTERM/SIGHUP handlers that
+//! remove every live testbed of the process and exit with 128+signal. A SIGKILLed run leaves
+//! namespaces behind, recorded in `/run/headroom-testbed/<prefix>/state.json`; [`down_stale`]
+//! (`headroom testbed down --stale`) removes runs whose owner process is gone.
+//!
+//! Tests need root; [`unsupported_reason`] says why a machine cannot run them.
+
+pub mod bed;
+pub mod bench;
+pub mod delaybox;
+pub mod measure;
+pub mod scenario;
+pub mod sys;
+pub mod topology;
+pub mod traffic;
+
+pub use bed::{down_all, down_stale, find_host, list_runs, unsupported_reason, Host, QueueStats, RunState, Testbed};
+pub use delaybox::CounterSnapshot;
+pub use topology::{Bottleneck, Buffer, FlowKind, HostSpec, Scenario, Side, Topology};

@@ -1,0 +1,540 @@
+//! Topologies and scenarios: what the testbed builds, from TOML files or from Rust.
+//!
+//! The one topology is a *dumbbell*: hosts on the `left` side hang off a left router, hosts on
+//! the `right` side off a right router, and the two routers are joined by the bottleneck link
+//! (a rate limiter with a buffer, then the delay box for propagation delay and random loss).
+//! Senders, receivers and cross-traffic hosts are just hosts on either side; a flow names its two
+//! end hosts. Every value is checked when the file is read: unknown keys and bad values are
+//! errors that name the key (and, for TOML syntax or type errors, the line).
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use headroom_core::units::{parse_bytes, parse_dur, parse_rate};
+use headroom_core::{Bytes, Dur, Rate};
+use serde::{Deserialize, Deserializer};
+
+/// Which side of the bottleneck a host sits on. Traffic from left to right is the bottleneck's
+/// *forward* direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Left,
+    Right,
+}
+
+/// The bottleneck's buffer: a packet-counted (`pfifo`) or byte-counted (`bfifo`) drop-tail queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buffer {
+    Packets(u32),
+    Bytes(Bytes),
+}
+
+impl Buffer {
+    /// Parses `100pkt`, `100pkts`, `100packets` (packets) or a size like `64KB` (bytes).
+    pub fn parse(s: &str) -> Result<Buffer, String> {
+        let t = s.trim();
+        for suffix in ["packets", "pkts", "pkt", "p"] {
+            if let Some(n) = t.strip_suffix(suffix) {
+                let n: u32 = n.trim().parse().map_err(|_| format!("`{s}`: packet count is not a whole number"))?;
+                if n == 0 {
+                    return Err(format!("`{s}`: a buffer of zero packets drops everything"));
+                }
+                return Ok(Buffer::Packets(n));
+            }
+        }
+        let b = parse_bytes(t).map_err(|e| format!("{e} (or give packets, e.g. `100pkts`)"))?;
+        if b.0 < 1500 {
+            return Err(format!("`{s}`: a buffer smaller than one 1500-byte packet drops everything"));
+        }
+        Ok(Buffer::Bytes(b))
+    }
+}
+
+fn de_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
+    let s = String::deserialize(d)?;
+    let r = parse_rate(&s).map_err(serde::de::Error::custom)?;
+    if r.0 == 0 {
+        return Err(serde::de::Error::custom(format!("`{s}`: a rate must be positive")));
+    }
+    Ok(r)
+}
+fn de_opt_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
+    de_rate(d).map(Some)
+}
+fn de_dur<'de, D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_dur(&s).map_err(serde::de::Error::custom)
+}
+fn de_opt_dur<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
+    de_dur(d).map(Some)
+}
+fn de_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumOrStr {
+        N(u64),
+        S(String),
+    }
+    match NumOrStr::deserialize(d)? {
+        NumOrStr::N(n) => Ok(Bytes(n)),
+        NumOrStr::S(s) => parse_bytes(&s).map_err(serde::de::Error::custom),
+    }
+}
+fn de_opt_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+    de_bytes(d).map(Some)
+}
+fn de_buffer<'de, D: Deserializer<'de>>(d: D) -> Result<Buffer, D::Error> {
+    let s = String::deserialize(d)?;
+    Buffer::parse(&s).map_err(serde::de::Error::custom)
+}
+fn de_prob<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let p = f64::deserialize(d)?;
+    if !(0.0..1.0).contains(&p) {
+        return Err(serde::de::Error::custom(format!("{p} is not a probability in [0, 1)")));
+    }
+    Ok(p)
+}
+fn default_buffer() -> Buffer {
+    Buffer::Packets(1000)
+}
+
+/// The bottleneck link between the two routers.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bottleneck {
+    /// Forward (left to right) rate, counted in IP bytes; `None` leaves it unlimited.
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub rate: Option<Rate>,
+    /// Reverse (right to left) rate; `None` leaves it unlimited.
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub reverse_rate: Option<Rate>,
+    /// Drop-tail buffer in front of each rate limiter.
+    #[serde(default = "default_buffer", deserialize_with = "de_buffer")]
+    pub buffer: Buffer,
+    /// Token-bucket depth; default max(3 MTU, 1 ms at `rate`).
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub burst: Option<Bytes>,
+    /// One-way propagation delay left to right.
+    #[serde(default, deserialize_with = "de_dur")]
+    pub delay: Dur,
+    /// One-way propagation delay right to left; default: `delay`.
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub reverse_delay: Option<Dur>,
+    /// Bernoulli loss probability left to right.
+    #[serde(default, deserialize_with = "de_prob")]
+    pub loss: f64,
+    /// Bernoulli loss probability right to left.
+    #[serde(default, deserialize_with = "de_prob")]
+    pub reverse_loss: f64,
+    /// Seed of the loss generator (runs with the same seed drop the same packet indices).
+    #[serde(default)]
+    pub seed: u64,
+}
+
+impl Default for Bottleneck {
+    fn default() -> Self {
+        Bottleneck {
+            rate: None,
+            reverse_rate: None,
+            buffer: default_buffer(),
+            burst: None,
+            delay: Dur::ZERO,
+            reverse_delay: None,
+            loss: 0.0,
+            reverse_loss: 0.0,
+            seed: 0,
+        }
+    }
+}
+
+impl Bottleneck {
+    /// A bottleneck of `rate` with symmetric one-way `delay`, a 1000-packet buffer and no loss.
+    pub fn new(rate: Option<Rate>, one_way_delay: Dur) -> Bottleneck {
+        Bottleneck { rate, delay: one_way_delay, ..Bottleneck::default() }
+    }
+    pub fn reverse_delay(&self) -> Dur {
+        self.reverse_delay.unwrap_or(self.delay)
+    }
+}
+
+/// One host (a network namespace) with its access link to its side's router.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// 1 to 12 characters of `[A-Za-z0-9_-]`; `left` and `right` are the routers' names.
+    pub name: String,
+    pub side: Side,
+    /// Access link rate (both directions, tbf on both ends); `None`: unlimited.
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub rate: Option<Rate>,
+    /// Extra one-way delay of this host's access link, added by the delay box to every packet
+    /// from or to this host, in both directions (so this host's RTT grows by twice this).
+    #[serde(default, deserialize_with = "de_dur")]
+    pub delay: Dur,
+}
+
+impl HostSpec {
+    pub fn new(name: &str, side: Side) -> HostSpec {
+        HostSpec { name: name.to_string(), side, rate: None, delay: Dur::ZERO }
+    }
+}
+
+/// What `Testbed::up` builds.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Topology {
+    pub bottleneck: Bottleneck,
+    pub hosts: Vec<HostSpec>,
+}
+
+/// Largest number of hosts per side (addresses are 10.1.k.2 / 10.2.k.2 with k in 1..=250).
+pub const MAX_HOSTS_PER_SIDE: usize = 250;
+
+impl Topology {
+    /// A dumbbell with `pairs` senders `s1..` on the left and receivers `r1..` on the right.
+    pub fn dumbbell(pairs: usize, bottleneck: Bottleneck) -> Topology {
+        let mut hosts = Vec::new();
+        for i in 1..=pairs {
+            hosts.push(HostSpec::new(&format!("s{i}"), Side::Left));
+        }
+        for i in 1..=pairs {
+            hosts.push(HostSpec::new(&format!("r{i}"), Side::Right));
+        }
+        Topology { bottleneck, hosts }
+    }
+
+    /// Adds a host and returns the topology (builder style).
+    pub fn with_host(mut self, host: HostSpec) -> Topology {
+        self.hosts.push(host);
+        self
+    }
+
+    /// Checks names and counts; `Testbed::up` calls this.
+    pub fn validate(&self) -> Result<()> {
+        if self.hosts.is_empty() {
+            bail!("the topology has no hosts (add [[host]] entries)");
+        }
+        let mut seen = std::collections::HashSet::new();
+        for h in &self.hosts {
+            let ok = !h.name.is_empty()
+                && h.name.len() <= 12
+                && h.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !ok {
+                bail!("host name `{}`: use 1 to 12 characters of A-Z a-z 0-9 _ -", h.name);
+            }
+            if h.name == "left" || h.name == "right" {
+                bail!("host name `{}` is reserved for a router", h.name);
+            }
+            if !seen.insert(h.name.as_str()) {
+                bail!("host name `{}` appears twice", h.name);
+            }
+        }
+        for side in [Side::Left, Side::Right] {
+            let n = self.hosts.iter().filter(|h| h.side == side).count();
+            if n > MAX_HOSTS_PER_SIDE {
+                bail!("{n} hosts on the {side:?} side; at most {MAX_HOSTS_PER_SIDE}");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The kind of a scenario flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowKind {
+    /// A TCP bulk transfer from `from` to `to` with kernel congestion control `cc`.
+    Tcp,
+    /// A UDP generator at `from` sending to a counting receiver at `to`.
+    Udp,
+    /// Web-like request/response: `from` is the client, `to` the server.
+    Web,
+}
+
+/// The sending pattern of a UDP flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatternKind {
+    Cbr,
+    Poisson,
+    Onoff,
+}
+
+/// One `[[flow]]` of a scenario. Keys that do not apply to the flow's `kind` are errors.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    /// Name used in the CSV `flow` column; default `flow<N>`.
+    #[serde(default)]
+    pub name: Option<String>,
+    pub kind: FlowKind,
+    pub from: String,
+    pub to: String,
+    #[serde(default, deserialize_with = "de_dur")]
+    pub start: Dur,
+    /// Default: until the end of the run.
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub duration: Option<Dur>,
+    /// tcp: kernel congestion control (default `cubic`).
+    #[serde(default)]
+    pub cc: Option<String>,
+    /// udp: `cbr` (default), `poisson` or `onoff`.
+    #[serde(default)]
+    pub pattern: Option<PatternKind>,
+    /// udp: mean rate (cbr, poisson) or rate while on (onoff), in IP bits.
+    #[serde(default, deserialize_with = "de_opt_rate")]
+    pub rate: Option<Rate>,
+    /// udp: IP packet size in bytes (default 1200).
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub size: Option<Bytes>,
+    /// udp onoff: on and off period lengths.
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub on: Option<Dur>,
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub off: Option<Dur>,
+    /// udp, web: random seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// web: objects per page (default 5).
+    #[serde(default)]
+    pub objects: Option<u32>,
+    /// web: mean object size (default 20KB), Pareto distributed.
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub object_mean: Option<Bytes>,
+    /// web: Pareto shape (default 1.5, must be > 1).
+    #[serde(default)]
+    pub object_shape: Option<f64>,
+    /// web: mean think time between pages (default 500ms), exponential.
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub think: Option<Dur>,
+}
+
+fn default_duration() -> Dur {
+    Dur::from_secs(10)
+}
+fn default_sample() -> Dur {
+    Dur::from_millis(100)
+}
+
+/// `[run]`: how long `headroom testbed run` runs and how it samples.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    #[serde(default = "default_duration", deserialize_with = "de_dur")]
+    pub duration: Dur,
+    /// Sampling interval of throughput, TCP_INFO and the qdisc backlog.
+    #[serde(default = "default_sample", deserialize_with = "de_dur")]
+    pub sample: Dur,
+    /// CSV output path (relative to the current directory); the CLI's `-o` overrides it.
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec { duration: default_duration(), sample: default_sample(), output: None }
+    }
+}
+
+/// A whole scenario file: topology (`[bottleneck]`, `[[host]]`) plus optional `[run]` and
+/// `[[flow]]` for `headroom testbed run`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub bottleneck: Bottleneck,
+    #[serde(default, rename = "host")]
+    pub hosts: Vec<HostSpec>,
+    #[serde(default)]
+    pub run: RunSpec,
+    #[serde(default, rename = "flow")]
+    pub flows: Vec<FlowSpec>,
+}
+
+impl Scenario {
+    /// Parses TOML text; `origin` (a file name) prefixes error messages.
+    pub fn parse(text: &str, origin: &str) -> Result<Scenario> {
+        let s: Scenario = toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        s.validate().with_context(|| origin.to_string())?;
+        Ok(s)
+    }
+
+    pub fn load(path: &Path) -> Result<Scenario> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Scenario::parse(&text, &path.display().to_string())
+    }
+
+    pub fn topology(&self) -> Topology {
+        Topology { bottleneck: self.bottleneck.clone(), hosts: self.hosts.clone() }
+    }
+
+    /// The name of flow `i` in the CSV.
+    pub fn flow_name(&self, i: usize) -> String {
+        self.flows[i].name.clone().unwrap_or_else(|| format!("flow{}", i + 1))
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        self.topology().validate()?;
+        if self.run.sample.0 == 0 {
+            bail!("[run] sample: must be positive");
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            let name = self.flow_name(i);
+            let ctx = format!("[[flow]] `{name}`");
+            if !names.insert(name.clone()) || name == "bottleneck" {
+                bail!("{ctx}: name: used twice (or is the reserved `bottleneck`)");
+            }
+            for (key, host) in [("from", &f.from), ("to", &f.to)] {
+                if !self.hosts.iter().any(|h| &h.name == host) {
+                    bail!("{ctx}: {key}: no host named `{host}`");
+                }
+            }
+            if f.from == f.to {
+                bail!("{ctx}: from and to are the same host");
+            }
+            if f.start >= self.run.duration {
+                bail!("{ctx}: start: {:?} is not before the run's end", f.start);
+            }
+            let not_for = |key: &str, present: bool| -> Result<()> {
+                if present {
+                    bail!("{ctx}: {key}: does not apply to kind {:?}", f.kind);
+                }
+                Ok(())
+            };
+            let udp_keys = [
+                ("pattern", f.pattern.is_some()),
+                ("rate", f.rate.is_some()),
+                ("size", f.size.is_some()),
+                ("on", f.on.is_some()),
+                ("off", f.off.is_some()),
+            ];
+            let web_keys = [
+                ("objects", f.objects.is_some()),
+                ("object_mean", f.object_mean.is_some()),
+                ("object_shape", f.object_shape.is_some()),
+                ("think", f.think.is_some()),
+            ];
+            match f.kind {
+                FlowKind::Tcp => {
+                    for (k, p) in udp_keys.iter().chain(web_keys.iter()) {
+                        not_for(k, *p)?;
+                    }
+                    not_for("seed", f.seed.is_some())?;
+                }
+                FlowKind::Udp => {
+                    not_for("cc", f.cc.is_some())?;
+                    for (k, p) in web_keys {
+                        not_for(k, p)?;
+                    }
+                    if f.rate.is_none() {
+                        bail!("{ctx}: rate: required for a udp flow");
+                    }
+                    let size = f.size.unwrap_or(Bytes(1200)).0;
+                    if !(crate::traffic::MIN_UDP_SIZE as u64..=65_000).contains(&size) {
+                        bail!("{ctx}: size: {size} bytes; use {}..=65000", crate::traffic::MIN_UDP_SIZE);
+                    }
+                    let onoff = f.pattern == Some(PatternKind::Onoff);
+                    if onoff != (f.on.is_some() && f.off.is_some()) {
+                        bail!("{ctx}: on/off: give both exactly when pattern = \"onoff\"");
+                    }
+                    if onoff && f.on.is_some_and(|d| d.0 == 0) {
+                        bail!("{ctx}: on: must be positive");
+                    }
+                }
+                FlowKind::Web => {
+                    not_for("cc", f.cc.is_some())?;
+                    for (k, p) in udp_keys {
+                        not_for(k, p)?;
+                    }
+                    if f.objects == Some(0) {
+                        bail!("{ctx}: objects: must be at least 1");
+                    }
+                    if let Some(a) = f.object_shape {
+                        if !(a > 1.0 && a.is_finite()) {
+                            bail!("{ctx}: object_shape: {a} must be > 1 (finite mean)");
+                        }
+                    }
+                    if f.object_mean.is_some_and(|b| b.0 == 0) {
+                        bail!("{ctx}: object_mean: must be positive");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+[bottleneck]
+rate = "50Mbps"
+buffer = "100pkts"
+delay = "26ms"
+loss = 0.01
+[[host]]
+name = "s1"
+side = "left"
+[[host]]
+name = "r1"
+side = "right"
+delay = "5ms"
+[run]
+duration = "5s"
+[[flow]]
+kind = "udp"
+from = "s1"
+to = "r1"
+pattern = "poisson"
+rate = "10Mbps"
+"#;
+
+    #[test]
+    fn parses_a_good_file() {
+        let s = Scenario::parse(GOOD, "good.toml").unwrap();
+        assert_eq!(s.bottleneck.rate, Some(Rate::from_mbps(50)));
+        assert_eq!(s.bottleneck.buffer, Buffer::Packets(100));
+        assert_eq!(s.bottleneck.reverse_delay(), Dur::from_millis(26));
+        assert_eq!(s.hosts[1].delay, Dur::from_millis(5));
+        assert_eq!(s.flows[0].pattern, Some(PatternKind::Poisson));
+        assert_eq!(s.flow_name(0), "flow1");
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let bad = GOOD.replace("loss = 0.01", "los = 0.01");
+        let e = format!("{:#}", Scenario::parse(&bad, "x.toml").unwrap_err());
+        assert!(e.contains("los"), "{e}");
+        assert!(e.contains("line 7"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = format!("{:#}", Scenario::parse(&GOOD.replace("\"50Mbps\"", "\"50Mbq\""), "x").unwrap_err());
+        assert!(e.contains("Mbq") && e.contains("line 4"), "{e}");
+        let e = format!("{:#}", Scenario::parse(&GOOD.replace("0.01", "1.5"), "x").unwrap_err());
+        assert!(e.contains("probability"), "{e}");
+        let e = format!("{:#}", Scenario::parse(&GOOD.replace("to = \"r1\"", "to = \"r9\""), "x").unwrap_err());
+        assert!(e.contains("to: no host named `r9`"), "{e}");
+        let e = format!("{:#}", Scenario::parse(&GOOD.replace("pattern = \"poisson\"", "cc = \"bbr\""), "x").unwrap_err());
+        assert!(e.contains("cc: does not apply"), "{e}");
+        let e = format!("{:#}", Scenario::parse(&GOOD.replace("\"100pkts\"", "\"100\""), "x").unwrap_err());
+        assert!(e.contains("smaller than one"), "{e}");
+        let e = format!("{:#}", Scenario::parse(&GOOD.replace("name = \"s1\"", "name = \"left\""), "x").unwrap_err());
+        assert!(e.contains("reserved"), "{e}");
+    }
+
+    #[test]
+    fn buffer_forms() {
+        assert_eq!(Buffer::parse("64KB"), Ok(Buffer::Bytes(Bytes(64_000))));
+        assert_eq!(Buffer::parse("20 packets"), Ok(Buffer::Packets(20)));
+        assert!(Buffer::parse("0pkt").is_err());
+        assert!(Buffer::parse("x").is_err());
+    }
+}

@@ -1,0 +1,479 @@
+//! Built-in traffic: UDP generator and counting receiver, UDP echo (RTT), TCP bulk sender and
+//! sink, and a web-like request/response workload. No external tools (iperf3) are needed.
+//!
+//! All functions here do blocking I/O on sockets handed to them; they do not pick a namespace.
+//! Create the sockets on a thread inside the right host (`Testbed::run_in` / `spawn_in`).
+//!
+//! UDP datagrams carry a 20-byte header: sequence number (u64), send time (u64, ns of
+//! `CLOCK_MONOTONIC`, shared by all namespaces, so one-way delays are exact) and a flow id
+//! (u32), all big-endian, padded to the configured size. Sizes and rates count IP bytes
+//! (payload + 28 bytes of IP and UDP headers), the same bytes the bottleneck's tbf counts.
+//!
+//! The generator keeps an absolute schedule (`t_k = t_0 + sum of gaps`): a late wake-up sends
+//! immediately and the next packet keeps its scheduled time, so the long-run rate does not drift.
+//! It sleeps until shortly before each send time and spins the rest (see [`wait_until_ns`]).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use headroom_core::{Bytes, Dur, Rate};
+
+use crate::delaybox::Rng;
+use crate::sys;
+
+/// IP + UDP header bytes.
+pub const IP_UDP_OVERHEAD: usize = 28;
+/// Our datagram header bytes.
+pub const UDP_HEADER: usize = 20;
+/// Smallest IP packet size the generator sends.
+pub const MIN_UDP_SIZE: usize = IP_UDP_OVERHEAD + UDP_HEADER;
+
+/// Byte and packet counters of one flow, read by samplers while the flow runs.
+#[derive(Debug, Default)]
+pub struct FlowCounters {
+    pub bytes: AtomicU64,
+    pub packets: AtomicU64,
+    /// Packets known lost (UDP: sequence gaps).
+    pub lost: AtomicU64,
+}
+
+/// When UDP packets leave.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pattern {
+    /// Constant gaps.
+    Cbr,
+    /// Exponential gaps (a Poisson process).
+    Poisson,
+    /// CBR at the rate during `on`, silence during `off`, starting with `on`.
+    OnOff { on: Dur, off: Dur },
+}
+
+/// A UDP generator's settings.
+#[derive(Clone, Debug)]
+pub struct UdpGen {
+    pub dst: SocketAddr,
+    /// Rate in IP bits per second (while on, for on/off).
+    pub rate: Rate,
+    /// IP packet size in bytes (>= [`MIN_UDP_SIZE`]).
+    pub size: usize,
+    pub pattern: Pattern,
+    pub duration: Dur,
+    pub seed: u64,
+    pub flow_id: u32,
+    /// Send from a real-time thread ([`GENERATOR_PRIORITY`], SCHED_FIFO, below the delay box)
+    /// for the stream's duration, so that other load does not bunch packets together. Ignored
+    /// when the mean gap is under 80 µs (the thread would spin most of the time) or without
+    /// the privilege.
+    pub realtime: bool,
+}
+
+/// SCHED_FIFO priority of a real-time UDP generator (below the delay box's).
+pub const GENERATOR_PRIORITY: i32 = 5;
+
+/// What the generator did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UdpSendReport {
+    pub packets: u64,
+    /// IP bytes.
+    pub bytes: u64,
+    pub send_errors: u64,
+    /// The scheduled duration (rate = bytes * 8 / duration).
+    pub duration: Dur,
+}
+
+impl UdpSendReport {
+    pub fn rate(&self) -> Rate {
+        Bytes(self.bytes).per(self.duration)
+    }
+}
+
+/// Sends as configured on `sock` (created in the sender's namespace). `stop` ends early.
+pub fn udp_send(sock: &UdpSocket, g: &UdpGen, counters: Option<&FlowCounters>, stop: Option<&AtomicBool>) -> Result<UdpSendReport> {
+    if g.size < MIN_UDP_SIZE || g.size > 65_000 {
+        bail!("UDP packet size {} outside {MIN_UDP_SIZE}..=65000", g.size);
+    }
+    if g.rate.0 == 0 {
+        bail!("UDP rate must be positive");
+    }
+    sys::precise_timers();
+    // A real-time thread that spun through most of every gap would hold a core for the whole
+    // stream; above this packet rate the generator stays a normal thread.
+    let gap_ns = (g.size as f64 * 8.0 * 1e9) / g.rate.0 as f64;
+    let rt = g.realtime && gap_ns >= (4 * SPIN_BEFORE_SEND_RT_NS) as f64 && sys::set_realtime(GENERATOR_PRIORITY);
+    let spin = if rt { SPIN_BEFORE_SEND_RT_NS } else { SPIN_BEFORE_SEND_NS };
+    let r = udp_send_loop(sock, g, counters, stop, spin);
+    if rt {
+        sys::set_normal_scheduling();
+    }
+    r
+}
+
+fn udp_send_loop(sock: &UdpSocket, g: &UdpGen, counters: Option<&FlowCounters>, stop: Option<&AtomicBool>, spin: u64) -> Result<UdpSendReport> {
+    sys::set_socket_buffers(sock.as_raw_fd(), 4 << 20);
+    let mut buf = vec![0u8; g.size - IP_UDP_OVERHEAD];
+    buf[16..20].copy_from_slice(&g.flow_id.to_be_bytes());
+    let gap_ns = (g.size as f64 * 8.0 * 1e9) / g.rate.0 as f64;
+    let mut rng = Rng::new(g.seed);
+    let t0 = sys::now_ns();
+    let end = t0 + g.duration.0;
+    let mut next = t0 as f64;
+    let mut rep = UdpSendReport { duration: g.duration, ..Default::default() };
+    let mut seq = 0u64;
+    loop {
+        if let Pattern::OnOff { on, off } = g.pattern {
+            let period = (on.0 + off.0) as f64;
+            let phase = (next - t0 as f64) % period;
+            if phase >= on.0 as f64 {
+                next += period - phase;
+            }
+        }
+        if next >= end as f64 || stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            break;
+        }
+        let due = next as u64;
+        wait_until_ns(due, spin);
+        buf[0..8].copy_from_slice(&seq.to_be_bytes());
+        buf[8..16].copy_from_slice(&sys::now_ns().to_be_bytes());
+        match sock.send_to(&buf, g.dst) {
+            Ok(_) => {
+                rep.packets += 1;
+                rep.bytes += g.size as u64;
+                if let Some(c) = counters {
+                    c.packets.fetch_add(1, Ordering::Relaxed);
+                    c.bytes.fetch_add(g.size as u64, Ordering::Relaxed);
+                }
+            }
+            Err(_) => rep.send_errors += 1,
+        }
+        seq += 1;
+        next += match g.pattern {
+            Pattern::Poisson => -(1.0 - rng.next_f64()).ln() * gap_ns,
+            _ => gap_ns,
+        };
+    }
+    Ok(rep)
+}
+
+/// Timer wake-ups of a normal thread on a loaded VM come tens of µs late; sleeping until this
+/// much before a send time and spinning the rest keeps sub-100 µs gaps intact.
+pub const SPIN_BEFORE_SEND_NS: u64 = 80_000;
+/// The same for a real-time thread, which wakes within a few µs.
+pub const SPIN_BEFORE_SEND_RT_NS: u64 = 20_000;
+
+/// Waits until `CLOCK_MONOTONIC` reaches `due`: sleeps, then spins the last `spin` ns.
+pub fn wait_until_ns(due: u64, spin: u64) {
+    let now = sys::now_ns();
+    if due > now + spin {
+        std::thread::sleep(Duration::from_nanos(due - now - spin));
+    }
+    while sys::now_ns() < due {
+        std::hint::spin_loop();
+    }
+}
+
+/// What a UDP receiver saw.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UdpRecvReport {
+    pub packets: u64,
+    /// IP bytes (payload + 28).
+    pub bytes: u64,
+    /// Highest sequence number + 1 (the sender sent at least this many).
+    pub expected: u64,
+    /// Arrival time of the first and last packet (ns, `CLOCK_MONOTONIC`).
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// One-way delays in ns, in arrival order.
+    pub delays_ns: Vec<u64>,
+    /// Arrival times in ns, in arrival order (kept when asked for).
+    pub arrivals_ns: Vec<u64>,
+}
+
+impl UdpRecvReport {
+    pub fn lost(&self) -> u64 {
+        self.expected.saturating_sub(self.packets)
+    }
+    pub fn loss_rate(&self) -> f64 {
+        if self.expected == 0 {
+            0.0
+        } else {
+            self.lost() as f64 / self.expected as f64
+        }
+    }
+    /// Rate between first and last arrival.
+    pub fn rate(&self) -> Rate {
+        if self.packets < 2 {
+            return Rate::ZERO;
+        }
+        // n packets span n-1 gaps; count the bytes of the last n-1 packets.
+        let per = self.bytes / self.packets;
+        Bytes(self.bytes - per).per(Dur(self.last_ns - self.first_ns))
+    }
+}
+
+/// Receives until `stop` is set or nothing arrives for `idle` after the first packet (or
+/// `deadline_ns` passes). Set `keep_arrivals` to record every arrival time.
+pub fn udp_receive(
+    sock: &UdpSocket,
+    counters: Option<&FlowCounters>,
+    stop: &AtomicBool,
+    idle: Duration,
+    keep_arrivals: bool,
+) -> Result<UdpRecvReport> {
+    sys::set_socket_buffers(sock.as_raw_fd(), 8 << 20);
+    sock.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let mut buf = vec![0u8; 65_536];
+    let mut rep = UdpRecvReport::default();
+    let mut last_seen = std::time::Instant::now();
+    loop {
+        match sock.recv(&mut buf) {
+            Ok(n) if n >= UDP_HEADER => {
+                let now = sys::now_ns();
+                last_seen = std::time::Instant::now();
+                let seq = u64::from_be_bytes(buf[0..8].try_into().unwrap_or_default());
+                let sent = u64::from_be_bytes(buf[8..16].try_into().unwrap_or_default());
+                if rep.packets == 0 {
+                    rep.first_ns = now;
+                }
+                rep.last_ns = now;
+                rep.packets += 1;
+                rep.bytes += (n + IP_UDP_OVERHEAD) as u64;
+                let before = rep.expected;
+                rep.expected = rep.expected.max(seq + 1);
+                rep.delays_ns.push(now.saturating_sub(sent));
+                if keep_arrivals {
+                    rep.arrivals_ns.push(now);
+                }
+                if let Some(c) = counters {
+                    c.packets.fetch_add(1, Ordering::Relaxed);
+                    c.bytes.fetch_add((n + IP_UDP_OVERHEAD) as u64, Ordering::Relaxed);
+                    if seq > before {
+                        c.lost.fetch_add(seq - before, Ordering::Relaxed);
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e).context("UDP receive"),
+        }
+        if stop.load(Ordering::Relaxed) || (rep.packets > 0 && last_seen.elapsed() >= idle) {
+            break;
+        }
+    }
+    Ok(rep)
+}
+
+/// Echoes every datagram back to its sender until `stop` is set.
+pub fn udp_echo(sock: &UdpSocket, stop: &AtomicBool) -> Result<()> {
+    sock.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let mut buf = vec![0u8; 65_536];
+    while !stop.load(Ordering::Relaxed) {
+        match sock.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                let _ = sock.send_to(&buf[..n], from);
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e).context("UDP echo"),
+        }
+    }
+    Ok(())
+}
+
+/// Sends `count` probes `interval` apart to an echo server and returns the RTTs of those that
+/// came back (lost probes are skipped).
+pub fn udp_ping(sock: &UdpSocket, dst: SocketAddr, count: u32, interval: Duration) -> Result<Vec<Dur>> {
+    sys::precise_timers();
+    sock.set_read_timeout(Some(Duration::from_millis(5)))?;
+    let mut rtts = Vec::new();
+    let mut buf = [0u8; 64];
+    let start = sys::now_ns();
+    let mut next_send = start;
+    let mut sent = 0u32;
+    let give_up = start + count as u64 * interval.as_nanos() as u64 + 2_000_000_000;
+    while sys::now_ns() < give_up && (sent < count || rtts.len() < count as usize) {
+        let now = sys::now_ns();
+        if sent < count && now >= next_send {
+            let mut p = [0u8; 32];
+            p[0..8].copy_from_slice(&(sent as u64).to_be_bytes());
+            p[8..16].copy_from_slice(&sys::now_ns().to_be_bytes());
+            sock.send_to(&p, dst).context("ping send")?;
+            sent += 1;
+            next_send += interval.as_nanos() as u64;
+        }
+        match sock.recv(&mut buf) {
+            Ok(n) if n >= 16 => {
+                let t = u64::from_be_bytes(buf[8..16].try_into().unwrap_or_default());
+                rtts.push(Dur(sys::now_ns().saturating_sub(t)));
+            }
+            _ => {}
+        }
+        if sent == count && rtts.len() == count as usize {
+            break;
+        }
+    }
+    Ok(rtts)
+}
+
+/// Opens a TCP connection to `dst` with kernel congestion control `cc`.
+pub fn tcp_connect(dst: SocketAddr, cc: &str) -> Result<TcpStream> {
+    // std has no unconnected TcpStream, so TCP_CONGESTION is set right after the handshake,
+    // before any data: Linux then re-initialises the new algorithm's state for this socket.
+    let s = TcpStream::connect_timeout(&dst, Duration::from_secs(3)).with_context(|| format!("connecting to {dst}"))?;
+    sys::set_tcp_congestion(s.as_raw_fd(), cc)?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Writes as fast as TCP allows for `duration` (or until `stop`); returns bytes written.
+pub fn tcp_bulk_send(s: &TcpStream, duration: Dur, counters: Option<&FlowCounters>, stop: Option<&AtomicBool>) -> Result<u64> {
+    let buf = vec![0x5au8; 128 * 1024];
+    let end = sys::now_ns() + duration.0;
+    s.set_write_timeout(Some(Duration::from_millis(50)))?;
+    let mut w = s;
+    let mut total = 0u64;
+    while sys::now_ns() < end && !stop.is_some_and(|x| x.load(Ordering::Relaxed)) {
+        match w.write(&buf) {
+            Ok(n) => {
+                total += n as u64;
+                if let Some(c) = counters {
+                    c.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e).context("TCP bulk send"),
+        }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    Ok(total)
+}
+
+/// Reads one connection to its end, counting bytes (goodput); returns the total.
+pub fn tcp_sink(mut s: TcpStream, counters: Option<&FlowCounters>) -> Result<u64> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => {
+                total += n as u64;
+                if let Some(c) = counters {
+                    c.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    c.packets.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(total),
+            Err(e) => return Err(e).context("TCP sink"),
+        }
+    }
+}
+
+/// Web server: every request is an 8-byte big-endian object size; the reply is that many bytes.
+/// Serves connections until `stop`.
+pub fn web_serve(listener: TcpListener, stop: Arc<AtomicBool>) -> Result<()> {
+    listener.set_nonblocking(true)?;
+    let mut workers = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                s.set_nodelay(true)?;
+                workers.push(std::thread::spawn(move || {
+                    let _ = serve_objects(s);
+                }));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(e).context("web accept"),
+        }
+    }
+    Ok(())
+}
+
+fn serve_objects(mut s: TcpStream) -> Result<()> {
+    let body = vec![0x61u8; 64 * 1024];
+    let mut req = [0u8; 8];
+    while s.read_exact(&mut req).is_ok() {
+        let mut left = u64::from_be_bytes(req);
+        while left > 0 {
+            let n = left.min(body.len() as u64) as usize;
+            s.write_all(&body[..n])?;
+            left -= n as u64;
+        }
+    }
+    Ok(())
+}
+
+/// A web-like client's settings: pages of `objects` objects with Pareto sizes, fetched in turn
+/// over one persistent connection, separated by exponential think times.
+#[derive(Clone, Debug)]
+pub struct WebClient {
+    pub server: SocketAddr,
+    pub objects: u32,
+    pub object_mean: Bytes,
+    pub object_shape: f64,
+    pub think: Dur,
+    pub duration: Dur,
+    pub seed: u64,
+}
+
+/// One page download.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PageTime {
+    /// When the page finished (ns, `CLOCK_MONOTONIC`).
+    pub done_ns: u64,
+    pub time: Dur,
+    pub bytes: u64,
+}
+
+/// Largest object (Pareto samples are capped here so one page cannot outlast a run).
+pub const MAX_OBJECT: u64 = 20_000_000;
+
+/// Runs the client until `duration` (the page in progress then finishes); returns page times.
+pub fn web_client(c: &WebClient, counters: Option<&FlowCounters>, on_page: &mut dyn FnMut(PageTime)) -> Result<Vec<PageTime>> {
+    let mut s = TcpStream::connect_timeout(&c.server, Duration::from_secs(3)).with_context(|| format!("connecting to {}", c.server))?;
+    s.set_nodelay(true)?;
+    let mut rng = Rng::new(c.seed);
+    let scale = c.object_mean.0 as f64 * (c.object_shape - 1.0) / c.object_shape;
+    let end = sys::now_ns() + c.duration.0;
+    let mut pages = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while sys::now_ns() < end {
+        let t0 = sys::now_ns();
+        let mut page_bytes = 0;
+        for _ in 0..c.objects {
+            let u = 1.0 - rng.next_f64();
+            let size = ((scale / u.powf(1.0 / c.object_shape)).round() as u64).clamp(1, MAX_OBJECT);
+            s.write_all(&size.to_be_bytes())?;
+            let mut left = size;
+            while left > 0 {
+                let n = s.read(&mut buf[..left.min(65_536) as usize])?;
+                if n == 0 {
+                    bail!("web server closed the connection");
+                }
+                left -= n as u64;
+                if let Some(k) = counters {
+                    k.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+            page_bytes += size;
+        }
+        let done = sys::now_ns();
+        let p = PageTime { done_ns: done, time: Dur(done - t0), bytes: page_bytes };
+        if let Some(k) = counters {
+            k.packets.fetch_add(1, Ordering::Relaxed);
+        }
+        on_page(p);
+        pages.push(p);
+        let think = -(1.0 - rng.next_f64()).ln() * c.think.0 as f64;
+        let wake = (done + think as u64).min(end);
+        let now = sys::now_ns();
+        if wake > now {
+            std::thread::sleep(Duration::from_nanos(wake - now));
+        }
+    }
+    Ok(pages)
+}

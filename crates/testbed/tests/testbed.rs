@@ -1,0 +1,380 @@
+//! Real-network tests of the testbed (root only; they print `SKIP: <reason>` otherwise).
+//!
+//! They share one mutex so that they never run at the same time: on a 2-core machine a
+//! concurrent test would steal the CPU the delay box needs and spoil the accuracy checks.
+
+use std::net::{SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use headroom_core::{Bytes, Dur, Rate};
+use headroom_testbed::traffic::{self, FlowCounters, Pattern, UdpGen};
+use headroom_testbed::{Bottleneck, Buffer, Scenario, Testbed, Topology};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> Option<MutexGuard<'static, ()>> {
+    if let Some(why) = headroom_testbed::unsupported_reason() {
+        // written to the stderr handle, not with eprintln!, so libtest's capture lets it through
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP: {why}");
+        return None;
+    }
+    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn netns_list() -> String {
+    String::from_utf8(std::process::Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).unwrap()
+}
+
+/// Median, min of `count` UDP pings from `from` to an echo server in `to`.
+fn ping(tb: &Testbed, from: &str, to: &str, port: u16, count: u32) -> Vec<f64> {
+    let echo = tb.run_in(to, move || Ok(UdpSocket::bind(("0.0.0.0", port))?)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let server = std::thread::spawn(move || traffic::udp_echo(&echo, &s2));
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host(to).unwrap().addr, port));
+    let rtts = tb
+        .run_in(from, move || {
+            let s = UdpSocket::bind("0.0.0.0:0")?;
+            traffic::udp_ping(&s, dst, count, Duration::from_millis(10))
+        })
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap().unwrap();
+    let mut ms: Vec<f64> = rtts.iter().map(|d| d.as_millis_f64()).collect();
+    ms.sort_by(f64::total_cmp);
+    ms
+}
+
+#[test]
+fn configured_52ms_rtt_is_measured_within_1ms() {
+    let Some(_g) = serial() else { return };
+    let tb = Testbed::up(&Topology::dumbbell(1, Bottleneck::new(None, Dur::from_millis(26)))).unwrap();
+    let ms = ping(&tb, "s1", "r1", 7000, 100);
+    assert!(ms.len() >= 98, "only {} of 100 pings came back", ms.len());
+    let median = ms[ms.len() / 2];
+    println!("RTT over {} pings: min {:.3} ms, median {median:.3} ms, max {:.3} ms", ms.len(), ms[0], ms[ms.len() - 1]);
+    assert!((median - 52.0).abs() < 1.0, "median RTT {median} ms, configured 52 ms");
+    assert!(ms[0] >= 52.0, "a packet came back faster than the configured delay: {} ms", ms[0]);
+    tb.down().unwrap();
+}
+
+#[test]
+fn tcp_bulk_flow_fills_a_50mbps_tbf_bottleneck() {
+    let Some(_g) = serial() else { return };
+    let mut b = Bottleneck::new(Some(Rate::from_mbps(50)), Dur::from_millis(5));
+    b.buffer = Buffer::Packets(100);
+    let tb = Testbed::up(&Topology::dumbbell(1, b)).unwrap();
+    let listener = tb.run_in("r1", || Ok(TcpListener::bind("0.0.0.0:5001")?)).unwrap();
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 5001));
+    let counters = Arc::new(FlowCounters::default());
+    let c2 = counters.clone();
+    let sink = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        traffic::tcp_sink(conn, Some(&c2))
+    });
+    let sender = tb
+        .spawn_in("s1", move || {
+            let s = traffic::tcp_connect(dst, "cubic")?;
+            traffic::tcp_bulk_send(&s, Dur::from_secs(6), None, None)
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let (b0, t0) = (counters.bytes.load(Ordering::Relaxed), std::time::Instant::now());
+    std::thread::sleep(Duration::from_secs(4));
+    let (b1, t1) = (counters.bytes.load(Ordering::Relaxed), std::time::Instant::now());
+    sender.join().unwrap().unwrap();
+    sink.join().unwrap().unwrap();
+    let goodput = Bytes(b1 - b0).per(Dur(t1.duration_since(t0).as_nanos() as u64));
+    let q = tb.queue_stats().unwrap();
+    println!("TCP goodput {:.2} Mbit/s through a 50 Mbit/s tbf (qdisc sent {} pkts, dropped {})", goodput.as_mbps(), q.sent_pkts, q.drops);
+    let frac = goodput.as_mbps() / 50.0;
+    assert!((0.90..=1.0).contains(&frac), "goodput is {:.1}% of the bottleneck", 100.0 * frac);
+    tb.down().unwrap();
+}
+
+#[test]
+fn one_percent_loss_is_measured_between_0_8_and_1_2_percent() {
+    let Some(_g) = serial() else { return };
+    let mut b = Bottleneck::new(None, Dur::from_millis(1));
+    b.loss = 0.01;
+    b.seed = 42;
+    let tb = Testbed::up(&Topology::dumbbell(1, b)).unwrap();
+    let rx = tb.run_in("r1", || Ok(UdpSocket::bind("0.0.0.0:6000")?)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let recv = std::thread::spawn(move || traffic::udp_receive(&rx, None, &s2, Duration::from_millis(300), false));
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 6000));
+    let g = UdpGen { dst, rate: Rate::from_mbps(16), size: 100, pattern: Pattern::Cbr, duration: Dur::from_secs(3), seed: 1, flow_id: 0, realtime: true };
+    let sent = tb.run_in("s1", move || traffic::udp_send(&UdpSocket::bind("0.0.0.0:0")?, &g, None, None)).unwrap();
+    let got = recv.join().unwrap().unwrap();
+    let lost = sent.packets - got.packets;
+    let rate = lost as f64 / sent.packets as f64;
+    let (fwd, _) = tb.delaybox_counters();
+    println!("sent {} received {} lost {} = {:.3}% (delay box dropped {} of {})", sent.packets, got.packets, lost, 100.0 * rate, fwd.lost, fwd.packets_in);
+    assert!(sent.packets >= 50_000, "too few packets for the check: {}", sent.packets);
+    assert!((0.008..=0.012).contains(&rate), "measured loss {:.3}%", 100.0 * rate);
+    assert_eq!(fwd.own_drops(), 0, "the delay box dropped packets of its own");
+    tb.down().unwrap();
+}
+
+#[test]
+fn delay_box_carries_200mbps_without_drops_of_its_own() {
+    let Some(_g) = serial() else { return };
+    let mut b = Bottleneck::new(None, Dur::from_millis(10));
+    b.buffer = Buffer::Packets(100_000);
+    let tb = Testbed::up(&Topology::dumbbell(1, b)).unwrap();
+    let rx = tb.run_in("r1", || Ok(UdpSocket::bind("0.0.0.0:6000")?)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let recv = std::thread::spawn(move || traffic::udp_receive(&rx, None, &s2, Duration::from_millis(300), false));
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 6000));
+    let g = UdpGen { dst, rate: Rate::from_mbps(200), size: 1500, pattern: Pattern::Cbr, duration: Dur::from_secs(2), seed: 1, flow_id: 0, realtime: true };
+    let sent = tb.run_in("s1", move || traffic::udp_send(&UdpSocket::bind("0.0.0.0:0")?, &g, None, None)).unwrap();
+    let got = recv.join().unwrap().unwrap();
+    let (fwd, _) = tb.delaybox_counters();
+    let (tun_drops, _) = tb.tun_drops().unwrap();
+    println!(
+        "200 Mbit/s through the delay box: sent {} pkts at {:.1} Mbit/s, received {} at {:.1} Mbit/s; box in {} out {} own drops {} TUN drops {}; release lateness mean {:.1} us",
+        sent.packets,
+        sent.rate().as_mbps(),
+        got.packets,
+        got.rate().as_mbps(),
+        fwd.packets_in,
+        fwd.packets_out,
+        fwd.own_drops(),
+        tun_drops,
+        fwd.mean_lateness().0 as f64 / 1e3
+    );
+    assert!(sent.rate().as_mbps() > 196.0, "the generator could not send 200 Mbit/s");
+    assert_eq!(fwd.own_drops() + tun_drops, 0);
+    assert_eq!(got.packets, sent.packets, "packets lost on a loss-free path");
+    assert!(got.rate().as_mbps() > 196.0, "the box fell behind: {:.1} Mbit/s", got.rate().as_mbps());
+    tb.down().unwrap();
+}
+
+#[test]
+fn poisson_generator_rate_is_within_2_percent() {
+    let Some(_g) = serial() else { return };
+    let tb = Testbed::up(&Topology::dumbbell(1, Bottleneck::new(None, Dur::from_millis(2)))).unwrap();
+    let rx = tb.run_in("r1", || Ok(UdpSocket::bind("0.0.0.0:6000")?)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let recv = std::thread::spawn(move || traffic::udp_receive(&rx, None, &s2, Duration::from_millis(300), true));
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 6000));
+    let target = Rate::from_mbps(100);
+    let g = UdpGen { dst, rate: target, size: 1000, pattern: Pattern::Poisson, duration: Dur::from_secs(3), seed: 7, flow_id: 0, realtime: true };
+    let sent = tb.run_in("s1", move || traffic::udp_send(&UdpSocket::bind("0.0.0.0:0")?, &g, None, None)).unwrap();
+    let got = recv.join().unwrap().unwrap();
+    let send_err = sent.rate().as_mbps() / target.as_mbps() - 1.0;
+    let recv_rate = Bytes(got.bytes).per(sent.duration);
+    let recv_err = recv_rate.as_mbps() / target.as_mbps() - 1.0;
+    // send times (arrival minus one-way delay): the generator's own gaps, before the delay box
+    // batches arrivals
+    let mut sends: Vec<u64> = got.arrivals_ns.iter().zip(&got.delays_ns).map(|(a, d)| a - d).collect();
+    sends.sort_unstable();
+    let gaps: Vec<f64> = sends.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+    let cv = var.sqrt() / mean;
+    let small = gaps.iter().filter(|g| **g < 10_000.0).count() as f64 / gaps.len() as f64;
+    let mut sorted = gaps.clone();
+    sorted.sort_by(f64::total_cmp);
+    println!(
+        "send gaps: mean {mean:.0} ns, median {:.0} ns, max {:.0} ns, under 10 us {:.3} (exponential: {:.3})",
+        sorted[sorted.len() / 2],
+        sorted[sorted.len() - 1],
+        small,
+        1.0 - (-10_000.0 / mean).exp()
+    );
+    println!(
+        "Poisson 100 Mbit/s: sent {:.3} Mbit/s ({:+.2}%), received {:.3} Mbit/s ({:+.2}%), {} pkts, gap CV {cv:.3}",
+        sent.rate().as_mbps(),
+        100.0 * send_err,
+        recv_rate.as_mbps(),
+        100.0 * recv_err,
+        got.packets
+    );
+    assert!(send_err.abs() < 0.02, "sent rate off by {:.2}%", 100.0 * send_err);
+    assert!(recv_err.abs() < 0.02, "received rate off by {:.2}%", 100.0 * recv_err);
+    // exponential gaps: median = ln 2 x mean (CBR would give 1). The median is robust to the
+    // bursts a preempted sender makes on a loaded machine, which inflate the CV.
+    let median_ratio = sorted[sorted.len() / 2] / mean;
+    assert!((0.5..0.85).contains(&median_ratio), "gaps are not exponential: median/mean {median_ratio:.3}");
+    // CV over gaps below 20x the mean (an exponential gap exceeds that with probability e^-20;
+    // longer ones are stalls of the VM or RT throttling, which one sample would let dominate)
+    let kept: Vec<f64> = gaps.iter().copied().filter(|g| *g < 20.0 * mean).collect();
+    let kmean = kept.iter().sum::<f64>() / kept.len() as f64;
+    let kcv = (kept.iter().map(|g| (g - kmean).powi(2)).sum::<f64>() / kept.len() as f64).sqrt() / kmean;
+    println!("CV without {} stalls: {kcv:.3}", gaps.len() - kept.len());
+    assert!((0.85..1.2).contains(&kcv), "gaps are not exponential: CV {kcv:.3}");
+    tb.down().unwrap();
+}
+
+const CHILD_ENV: &str = "HEADROOM_TESTBED_HOLD_CHILD";
+
+/// Not a test on its own: the SIGKILL test runs this in a child process, which brings a testbed
+/// up, prints its prefix, and waits to be killed.
+#[test]
+#[ignore]
+fn child_holds_a_testbed_until_killed() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    let tb = Testbed::up(&Topology::dumbbell(1, Bottleneck::new(None, Dur::from_millis(1)))).unwrap();
+    println!("PREFIX {}", tb.prefix());
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Starts the holding child and returns it with its testbed prefix.
+fn spawn_holding_child() -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "child_holds_a_testbed_until_killed", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let prefix = loop {
+        let l = lines.next().expect("child ended before printing its prefix").unwrap();
+        // libtest prints "test <name> ... " on the same line before the child's output
+        if let Some((_, p)) = l.split_once("PREFIX ") {
+            break p.trim().to_string();
+        }
+    };
+    (child, prefix)
+}
+
+#[test]
+fn sigterm_removes_the_testbed() {
+    let Some(_g) = serial() else { return };
+    let (mut child, prefix) = spawn_holding_child();
+    assert!(netns_list().contains(&format!("{prefix}r1")));
+    assert!(headroom_testbed::sys::kill(child.id() as i32, libc::SIGTERM));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "exit status {status:?}");
+    let after = netns_list();
+    assert!(!after.contains(&prefix), "left behind after SIGTERM: {after}");
+    assert!(!std::path::Path::new("/run/headroom-testbed").join(&prefix).exists());
+}
+
+#[test]
+fn sigkilled_run_is_removed_by_down_stale() {
+    let Some(_g) = serial() else { return };
+    let (mut child, prefix) = spawn_holding_child();
+    let before = netns_list();
+    assert!(before.contains(&format!("{prefix}s1")), "child's namespaces missing: {before}");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(netns_list().contains(&prefix), "namespaces vanished without cleanup?");
+    let removed = headroom_testbed::down_stale().unwrap();
+    assert!(removed.iter().any(|r| r == &prefix), "down_stale removed {removed:?}, not {prefix}");
+    let after = netns_list();
+    assert!(!after.contains(&prefix), "left behind: {after}");
+    assert!(!std::path::Path::new("/run/headroom-testbed").join(&prefix).exists());
+}
+
+#[test]
+fn two_testbeds_at_once_do_not_collide() {
+    let Some(_g) = serial() else { return };
+    let a = Testbed::up(&Topology::dumbbell(1, Bottleneck::new(None, Dur::from_millis(5)))).unwrap();
+    let b = Testbed::up(&Topology::dumbbell(1, Bottleneck::new(None, Dur::from_millis(15)))).unwrap();
+    assert_ne!(a.prefix(), b.prefix());
+    assert!(a.namespaces().iter().all(|n| !b.namespaces().contains(n)));
+    // same addresses, different namespaces
+    assert_eq!(a.host("r1").unwrap().addr, b.host("r1").unwrap().addr);
+    let (ra, rb) = std::thread::scope(|s| {
+        let ha = s.spawn(|| ping(&a, "s1", "r1", 7000, 30));
+        let hb = s.spawn(|| ping(&b, "s1", "r1", 7000, 30));
+        (ha.join().unwrap(), hb.join().unwrap())
+    });
+    let (ma, mb) = (ra[ra.len() / 2], rb[rb.len() / 2]);
+    println!("concurrent testbeds: median RTT {ma:.3} ms (configured 10) and {mb:.3} ms (configured 30)");
+    assert!((ma - 10.0).abs() < 1.0 && (mb - 30.0).abs() < 1.0);
+    let a_ns = a.namespaces().to_vec();
+    a.down().unwrap();
+    let list = netns_list();
+    assert!(a_ns.iter().all(|n| !list.contains(n.as_str())));
+    let again = ping(&b, "s1", "r1", 7001, 10);
+    assert!((again[again.len() / 2] - 30.0).abs() < 1.0, "second testbed broken after the first went down");
+    b.down().unwrap();
+}
+
+#[test]
+fn scenario_run_writes_every_metric() {
+    let Some(_g) = serial() else { return };
+    let text = r#"
+[bottleneck]
+rate = "20Mbps"
+buffer = "50pkts"
+delay = "10ms"
+[[host]]
+name = "s1"
+side = "left"
+[[host]]
+name = "s2"
+side = "left"
+[[host]]
+name = "r1"
+side = "right"
+delay = "5ms"
+[[host]]
+name = "r2"
+side = "right"
+[run]
+duration = "3s"
+sample = "200ms"
+[[flow]]
+name = "bulk"
+kind = "tcp"
+from = "s1"
+to = "r1"
+cc = "reno"
+[[flow]]
+name = "cross"
+kind = "udp"
+from = "s2"
+to = "r2"
+pattern = "onoff"
+rate = "8Mbps"
+on = "500ms"
+off = "500ms"
+[[flow]]
+name = "web"
+kind = "web"
+from = "r2"
+to = "s2"
+objects = 3
+think = "100ms"
+"#;
+    let s = Scenario::parse(text, "inline").unwrap();
+    let out = headroom_testbed::scenario::run(&s, &AtomicBool::new(false)).unwrap();
+    let rows = out.recorder.rows();
+    for (flow, metric) in [
+        ("bulk", "throughput_bps"),
+        ("bulk", "rtt_ms"),
+        ("bulk", "cwnd_bytes"),
+        ("cross", "throughput_bps"),
+        ("cross", "drops"),
+        ("web", "page_ms"),
+        ("bottleneck", "queue_bytes"),
+        ("bottleneck", "queue_pkts"),
+        ("bottleneck", "drops"),
+    ] {
+        assert!(rows.iter().any(|r| r.flow == flow && r.metric == metric), "no {flow} {metric} rows");
+    }
+    // the TCP flow's RTT includes the 2x10 ms bottleneck delay and r1's 2x5 ms access delay
+    let min_rtt = rows.iter().filter(|r| r.flow == "bulk" && r.metric == "rtt_ms").map(|r| r.value).fold(f64::MAX, f64::min);
+    assert!(min_rtt >= 29.5, "bulk flow RTT {min_rtt} ms below the configured 30 ms");
+    let total: f64 = out.flows.iter().filter(|f| f.name != "web").map(|f| f.throughput.as_mbps()).sum();
+    for f in &out.flows {
+        println!("{} {:?}: {:.2} Mbit/s; {}", f.name, f.kind, f.throughput.as_mbps(), f.detail);
+    }
+    assert!(total <= 20.0 * 1.02, "flows got {total} Mbit/s through a 20 Mbit/s bottleneck");
+    assert!(!netns_list().contains(&out.prefix));
+}
