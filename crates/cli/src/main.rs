@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod plot;
 mod probe;
+mod probe_bench;
 mod reproduce;
 mod sim;
 mod testbed;
@@ -29,6 +30,8 @@ enum Cmd {
     Probe(probe::ProbeArgs),
     /// Answer probe clients.
     Serve(probe::ServeArgs),
+    /// Benchmark PathQuick against pathChirp on the testbed (root): 12 Mbit/s, 26 ms each way, Poisson cross traffic.
+    ProbeBench(probe_bench::ProbeBenchArgs),
     /// PathQuick and pathChirp train designs: the paper's analytic comparison, or your own.
     Design(probe::DesignArgs),
 }
@@ -47,6 +50,7 @@ fn main() {
         Cmd::Probe(a) => probe::run_probe(a),
         Cmd::Serve(a) => probe::run_serve(a),
         Cmd::Design(a) => probe::run_design(a),
+        Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");

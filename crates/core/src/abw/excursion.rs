@@ -12,7 +12,8 @@
 //!    `q_j = recv_j - send_j` (clock offsets cancel, only differences are used), and for each gap
 //!    `k` (between received packets `k` and `k+1`) its send spacing `Δ_k` and the rate it probed,
 //!    `r_k` = the later packet's size over its own send gap (`P_i / T_quick` for PathQuick,
-//!    `P / Δ_k` for pathChirp), the gap taken as the median of the three nearest (send jitter).
+//!    `P / Δ_k` for pathChirp), the gap taken as the median of its own and its two neighbours
+//!    (send jitter; the first and last gaps keep their own).
 //! 3. **Excursions.** An excursion starts at a packet `i` whose successor's delay is higher
 //!    (`q_{i+1} > q_i`). It ends at the first `j > i` where the delay has come back down,
 //!    `q_j - q_i < max_{i≤k≤j}(q_k - q_i) / F` (decrease factor `F = 1.5`). An excursion that
@@ -33,11 +34,15 @@
 //! - **Below range**: the unterminated excursion starts at the first or second gap: the train
 //!   queued from its lowest rates on (the first gap cannot show it: the queue left by the first
 //!   packet is what the second gap sees); the available bandwidth is at most the reported rate.
-//! - **Above range**: no unterminated excursion, or one shorter than `L` gaps at the end of the
-//!   train (too short to tell from a burst): the path absorbed even the top rates; the
-//!   available bandwidth is at least the (reported) estimate. A train whose *tail* was lost is
-//!   not above range: tail loss is the bottleneck buffer overflowing, so the unterminated
-//!   excursion is taken to start at the last received gap.
+//! - **Above range**: no unterminated excursion, or one made of the last gap alone (one rise
+//!   cannot be told from a burst, and its rate is the top of the range anyway): the path
+//!   absorbed even the top rates; the available bandwidth is at least the (reported) estimate.
+//!   An unterminated excursion of two or more gaps is the knee, however short (pathChirp's rule;
+//!   a rule in gaps such as "shorter than `L`" would, for a chirp whose last `L` gaps span
+//!   `γ^L` = 2.5× in rate, call every available bandwidth above `B_max/γ^(L-1)` "above
+//!   range"). A train whose *tail* was lost is not above range: tail loss is the bottleneck
+//!   buffer overflowing, so the unterminated excursion is taken to start at the last received
+//!   gap.
 //! - **Inconclusive**: fewer than `max(3, L+1)` packets received, more than
 //!   [`EstimatorConfig::max_loss_fraction`] lost, more than
 //!   [`EstimatorConfig::max_reorder_fraction`] reordered (the path is not one FIFO queue, the
@@ -65,7 +70,11 @@
 //!   [`EstimatorConfig::size_correction`].
 //! - **Timestamp noise**: delay increases of at most [`EstimatorConfig::delay_floor`] are not
 //!   increases, and an excursion also ends once its delay is back within the floor of its start
-//!   (0 by default, i.e. pathChirp's rule; socket drivers set a few microseconds).
+//!   (0 by default, i.e. pathChirp's rule; socket drivers set a few microseconds). The floor is
+//!   never below 2 ns: timestamps are whole nanoseconds, and the size correction leaves
+//!   sub-nanosecond residues that would otherwise read as rises (an idle path then showed an
+//!   endless excursion of height zero and a PathQuick train with ΔP = 24 B "estimated"
+//!   5.4 Mbit/s on an empty 12 Mbit/s link).
 //! - **Knee fit** (optional, [`EstimatorConfig::knee_fit`], off by default): queueing becomes
 //!   visible only once the bottleneck's slack is used up — a token-bucket rate limiter's burst,
 //!   or simply the resolution of "first sustained increase" — so the knee's rate `r_l` sits
@@ -215,6 +224,9 @@ impl TrainEstimate {
         }
     }
 }
+
+/// Delay changes up to this many nanoseconds are timestamp rounding (see `estimate_train`).
+const QUANTUM_NS: f64 = 2.0;
 
 fn rate_bps(size: Bytes, gap_ns: i128) -> f64 {
     if gap_ns <= 0 {
@@ -384,14 +396,20 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         };
         own.push(own_gap);
     }
-    // The rate a gap probed: the later packet's size over the median of the three nearest own
-    // gaps. A packet sent late lengthens one gap and shortens the next; the median keeps that
-    // jitter out of the rates (one spread step at most for a chirp).
+    // The rate a gap probed: the later packet's size over the median of its own gap and its two
+    // neighbours. A packet sent late lengthens one gap and shortens the next; the median keeps
+    // that jitter out of the rates. The window is centred on the gap; the first and last gaps,
+    // which have one neighbour only, keep their own gap (a window shifted inwards would give a
+    // chirp's last gap the rate of the one before it, a whole spread step low).
     for k in 0..m - 1 {
-        let lo = k.saturating_sub(1).min(own.len().saturating_sub(3));
-        let mut w: Vec<i128> = own[lo..(lo + 3).min(own.len())].to_vec();
-        w.sort_unstable();
-        rate.push(rate_bps(size[k + 1], w[w.len() / 2]));
+        let g = if k == 0 || k + 1 == own.len() {
+            own[k]
+        } else {
+            let mut w = [own[k - 1], own[k], own[k + 1]];
+            w.sort_unstable();
+            w[1]
+        };
+        rate.push(rate_bps(size[k + 1], g));
     }
     if rate.iter().any(|r| !r.is_finite()) {
         return TrainEstimate::inconclusive("two packets sent at the same instant".into(), counts);
@@ -408,7 +426,10 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         .collect();
 
     // Excursion segmentation.
-    let floor = cfg.delay_floor.0 as f64;
+    // Timestamps are whole nanoseconds: every `q` carries two roundings, and removing a
+    // fractional size slope leaves sub-nanosecond residues. A "rise" of that size is arithmetic,
+    // not queueing (on an idle path it would start an endless excursion of zero height).
+    let floor = (cfg.delay_floor.0 as f64).max(QUANTUM_NS);
     let f = if cfg.decrease_factor > 1.0 {
         cfg.decrease_factor
     } else {
@@ -518,9 +539,13 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let raw = Rate((num / den).round() as u64);
     let lo = rate.iter().cloned().fold(f64::INFINITY, f64::min);
     let hi = rate.iter().cloned().fold(0.0, f64::max);
+    // An unterminated excursion of any length is the knee (pathChirp's rule); only one that
+    // consists of the last gap alone is too short to say anything, and its rate is the top of
+    // the range anyway. (Counting L gaps here instead would call every available bandwidth
+    // above `B_max / γ^(L-1)` "above range" for a chirp: 5.7 Mbit/s of the paper's 11.9.)
     let outcome = match knee {
         Some(k) if k <= 1 => Outcome::BelowRange { at_most: raw },
-        Some(k) if !tail_lost && gaps - k < l_busy => Outcome::AboveRange { at_least: raw },
+        Some(k) if !tail_lost && k + 1 >= gaps => Outcome::AboveRange { at_least: raw },
         Some(_) => Outcome::Estimate(raw),
         None => Outcome::AboveRange { at_least: raw },
     };
@@ -665,6 +690,69 @@ mod tests {
             .collect()
     }
 
+    /// A packet-level FIFO of capacity `c` bit/s with Poisson cross traffic of 1000-byte
+    /// packets at `x` bit/s (the PathQuick paper's Fig. 6 setting), infinite buffer, 26 ms
+    /// propagation. The cross traffic starts 2 s before the train (steady state); `seed` picks
+    /// the arrival sequence. Returns one record per probe packet.
+    fn poisson_path(schedule: &[TrainPacket], c: f64, x: f64, seed: u64) -> Vec<ProbeRecord> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut uniform = move || {
+            // xorshift64*
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let start = 2.0;
+        let end = start
+            + schedule
+                .last()
+                .map(|p| p.offset.as_secs_f64())
+                .unwrap_or(0.0);
+        // (arrival time, probe index or None, bits)
+        let mut arrivals: Vec<(f64, Option<usize>, f64)> = schedule
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                (
+                    start + p.offset.as_secs_f64(),
+                    Some(i),
+                    p.size.0 as f64 * 8.0,
+                )
+            })
+            .collect();
+        if x > 0.0 {
+            let per_sec = x / 8000.0;
+            let mut t = 0.0;
+            loop {
+                t += -(1.0 - uniform()).ln() / per_sec;
+                if t > end {
+                    break;
+                }
+                arrivals.push((t, None, 8000.0));
+            }
+        }
+        arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut free_at = 0.0f64;
+        let mut out = vec![None; schedule.len()];
+        for (t, who, bits) in arrivals {
+            free_at = free_at.max(t) + bits / c;
+            if let Some(i) = who {
+                out[i] = Some(free_at + 0.026);
+            }
+        }
+        schedule
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ProbeRecord {
+                index: i as u32,
+                send_time: Time::from_secs_f64(start + p.offset.as_secs_f64()),
+                recv_time: out[i].map(Time::from_secs_f64),
+                size: p.size,
+            })
+            .collect()
+    }
+
     fn quick() -> Vec<TrainPacket> {
         QuickSpec::paper().solve().unwrap().schedule()
     }
@@ -733,7 +821,10 @@ mod tests {
         for x in [3e6, 6e6, 9e6] {
             let a = 12e6 - x;
             let r = est(&fluid_path(&chirp(), 12e6, &move |_| x, &[], f64::INFINITY));
-            let v = r.outcome.value().expect("value").bps() as f64;
+            let v = match r.outcome {
+                Outcome::Estimate(v) => v.bps() as f64,
+                o => panic!("x = {x}: expected an estimate, got {o:?}"),
+            };
             // Within one spread step (γ = 1.2).
             assert!(
                 v <= a * 1.2 + 1.0 && v >= a / 1.2 - 1.0,
@@ -979,5 +1070,103 @@ mod tests {
                 at_least: Rate::from_mbps(11)
             }
         );
+    }
+
+    #[test]
+    fn chirp_knee_near_the_top_is_an_estimate() {
+        // A knee a few gaps before the end of a chirp is a knee, not "above range": with
+        // γ = 1.2 the last L = 5 gaps span 2.5× in rate (4.8–11.9 Mbit/s), so a gap-count rule
+        // would call A = 6 or 9 Mbit/s on a 12 Mbit/s link above a range that reaches 11.9.
+        for x in [3e6, 6e6] {
+            let r = est(&fluid_path(&chirp(), 12e6, &move |_| x, &[], f64::INFINITY));
+            assert!(
+                matches!(r.outcome, Outcome::Estimate(_)),
+                "x = {x}: {:?}",
+                r.outcome
+            );
+        }
+        // An idle path: above range, and the bound is the top rate, not the one before it.
+        let r = est(&fluid_path(&chirp(), 100e6, &|_| 0.0, &[], f64::INFINITY));
+        match r.outcome {
+            Outcome::AboveRange { at_least } => assert!(at_least.as_mbps() > 11.5, "{at_least}"),
+            o => panic!("expected above range, got {o:?}"),
+        }
+        assert!(r.probed.1.as_mbps() > 11.5, "{:?}", r.probed);
+        // Poisson cross traffic of 1000-byte packets (the paper's Fig. 6), A = 6 of 12 Mbit/s:
+        // most chirps give an estimate, and their median is within two spread steps of A.
+        let mut above = 0;
+        let mut values = Vec::new();
+        for seed in 0..40 {
+            let r = est(&poisson_path(&chirp(), 12e6, 6e6, seed));
+            if matches!(r.outcome, Outcome::AboveRange { .. }) {
+                above += 1;
+            }
+            values.extend(r.outcome.value().map(|v| v.as_mbps()));
+        }
+        values.sort_by(f64::total_cmp);
+        let median = values[values.len() / 2];
+        assert!(
+            above <= 12,
+            "{above} of 40 chirps above range at A = 6 Mbit/s"
+        );
+        assert!(
+            median > 6.0 / 1.44 && median < 6.0 * 1.44,
+            "median {median}"
+        );
+        // PathQuick on the same path: estimates, not range results.
+        for seed in 0..10 {
+            let r = est(&poisson_path(&quick(), 12e6, 6e6, seed));
+            assert!(
+                matches!(r.outcome, Outcome::Estimate(_)),
+                "seed {seed}: {:?}",
+                r.outcome
+            );
+        }
+    }
+
+    #[test]
+    fn idle_store_and_forward_path_is_above_range() {
+        // Three store-and-forward links (100, 12, 100 Mbit/s), no cross traffic, timestamps in
+        // whole nanoseconds as a simulator or a kernel gives them. After the size correction the
+        // delays differ only by rounding residues; those must not read as rises (they once made
+        // the ΔP = 24 B design "estimate" 5.4 Mbit/s here).
+        let mut light = QuickSpec::paper();
+        light.delta_p = Some(Bytes(24));
+        light.n = Some(63);
+        light.p_n = None;
+        for sched in [quick(), light.solve().unwrap().schedule(), chirp()] {
+            let rates = [100e6, 12e6, 100e6];
+            let mut free = [0u64; 3];
+            let records: Vec<ProbeRecord> = sched
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let send = 1_000_000_000 + p.offset.0;
+                    let mut t = send;
+                    for l in 0..3 {
+                        let tx = (p.size.0 as f64 * 8.0 / rates[l] * 1e9).round() as u64;
+                        free[l] = free[l].max(t) + tx;
+                        t = free[l] + 1_000_000;
+                    }
+                    ProbeRecord {
+                        index: i as u32,
+                        send_time: Time(send),
+                        recv_time: Some(Time(t)),
+                        size: p.size,
+                    }
+                })
+                .collect();
+            let r = est(&records);
+            match r.outcome {
+                Outcome::AboveRange { at_least } => {
+                    assert!(at_least.as_mbps() > 11.5, "{at_least}")
+                }
+                o => panic!(
+                    "{} packets: expected above range, got {o:?} ({:?})",
+                    sched.len(),
+                    r.excursions
+                ),
+            }
+        }
     }
 }

@@ -1,0 +1,411 @@
+//! `headroom probe-bench`: PathQuick against pathChirp on the testbed, the PathQuick paper's
+//! simulated path built for real (issue 4): a 12 Mbit/s bottleneck, 26 ms each way, Poisson UDP
+//! cross traffic of 1000-byte packets at 0, 3, 6 and 9 Mbit/s.
+//!
+//! Hosts (one testbed, [`headroom_testbed::Topology::dumbbell`] with two pairs): `s1` runs the
+//! probe server ([`headroom_net::Server`], it sends the trains), `r1` the client
+//! ([`headroom_net::estimate_addr`], it timestamps and estimates), `s2 → r2` carries the cross
+//! traffic ([`headroom_testbed::traffic::udp_send`], Poisson, 1000 IP bytes). Everything shares
+//! the bottleneck's tbf (rate 12 Mbit/s, a `--buffer` pfifo) and the delay box.
+//!
+//! Per level the cross traffic starts, runs 2 s to reach a steady state, then the two methods
+//! take turns, one single-train estimate each (`repeat = 1`: one handshake, one train), with
+//! `--pause` between estimates so the queue a train leaves behind drains before the next. Each
+//! estimate's time is the client's per-train time, START sent → estimate made (the handshake
+//! happens once per call and is reported separately); the goal is train length + RTT + 20 ms.
+//!
+//! **Priorities.** On a small shared machine (2 cores here, compilers running) the server's
+//! pacer thread was preempted mid-train: PathQuick packets up to 8 ms late (a late packet shifts
+//! the rest of its train, so the train also lasts longer). Unless `--no-realtime`, the server's
+//! threads and the client's run at SCHED_FIFO priority 6, above the cross-traffic generator (5)
+//! and below the delay box (10), as the testbed does for its own generator.
+//!
+//! **The token bucket's burst.** A tbf lets `burst` bytes through at line rate before it
+//! enforces its rate, which hides the first packets of a PathQuick train above the available
+//! bandwidth and biases the knee upwards (docs/pathquick.md measured it: about
+//! `√(2·burst/ΔP)` packets). A real link has no burst: every packet waits for its own
+//! serialisation. The default `--burst 1600B` is the smallest bucket that still passes a
+//! 1500-byte packet with margin for tbf's rounding of the bucket into time; the testbed's own
+//! default (max(3 MTU, 1 ms at the rate) = 4500 B) is available as `--burst 4500B` to show the
+//! bias.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use headroom_core::abw::{EstimatorConfig, Method, Outcome};
+use headroom_core::units::{parse_bytes, parse_dur, parse_rate, Bytes, Dur, Rate};
+use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
+use headroom_testbed::sys;
+use headroom_testbed::topology::Buffer;
+use headroom_testbed::traffic::{udp_receive, udp_send, Pattern, UdpGen, GENERATOR_PRIORITY};
+use headroom_testbed::{Bottleneck, Testbed, Topology};
+
+#[derive(Args, Debug, Clone)]
+pub struct ProbeBenchArgs {
+    /// Cross-traffic levels (Poisson UDP, 1000-byte packets), comma-separated.
+    #[arg(long, default_value = "0,3Mbps,6Mbps,9Mbps", value_delimiter = ',', value_parser = rate_or_zero)]
+    pub levels: Vec<Rate>,
+    /// Single-train estimates per level and method.
+    #[arg(long, default_value_t = 15)]
+    pub trains: u32,
+    /// Bottleneck rate.
+    #[arg(long, default_value = "12Mbps", value_parser = rate_arg)]
+    pub rate: Rate,
+    /// One-way propagation delay of the bottleneck (each way).
+    #[arg(long, default_value = "26ms", value_parser = dur_arg)]
+    pub delay: Dur,
+    /// Token-bucket depth of the bottleneck's tbf (see the module doc).
+    #[arg(long, default_value = "1600B", value_parser = bytes_arg)]
+    pub burst: Bytes,
+    /// Bottleneck buffer (`100pkts` as in the simulated Fig. 6, or bytes such as `150KB`).
+    #[arg(long, default_value = "100pkts")]
+    pub buffer: String,
+    /// Pause between two estimates.
+    #[arg(long, default_value = "300ms", value_parser = dur_arg)]
+    pub pause: Dur,
+    /// Also fit the knee (`EstimatorConfig::knee_fit`, see docs/pathquick.md).
+    #[arg(long)]
+    pub knee_fit: bool,
+    /// Leave the probe server's and client's threads at normal priority (see the module doc).
+    #[arg(long)]
+    pub no_realtime: bool,
+    /// Write every estimate as CSV here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+}
+
+fn rate_arg(s: &str) -> Result<Rate, String> {
+    parse_rate(s).map_err(|e| e.to_string())
+}
+fn rate_or_zero(s: &str) -> Result<Rate, String> {
+    if s.trim() == "0" {
+        return Ok(Rate::ZERO);
+    }
+    rate_arg(s)
+}
+fn dur_arg(s: &str) -> Result<Dur, String> {
+    parse_dur(s).map_err(|e| e.to_string())
+}
+fn bytes_arg(s: &str) -> Result<Bytes, String> {
+    parse_bytes(s).map_err(|e| e.to_string())
+}
+
+/// Size of a cross-traffic packet (IP bytes), as in the paper.
+const CROSS_SIZE: usize = 1000;
+const SERVER_PORT: u16 = 7447;
+const CROSS_PORT: u16 = 9000;
+/// SCHED_FIFO priority of the probe server's and client's threads: above the cross-traffic
+/// generator, below the delay box.
+const PROBE_PRIORITY: i32 = GENERATOR_PRIORITY + 1;
+
+/// One single-train estimate on the testbed.
+#[derive(Clone, Debug)]
+pub struct BenchRow {
+    pub cross: Rate,
+    pub method: Method,
+    pub verdict: &'static str,
+    pub value: Option<Rate>,
+    /// START sent → estimate made.
+    pub train_time: Duration,
+    /// The whole call, handshake included.
+    pub call_time: Duration,
+    pub train_length: Dur,
+    pub train_bytes: Bytes,
+    pub lost: u32,
+    pub spacing_error_max: Dur,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
+    if let Some(why) = headroom_testbed::unsupported_reason() {
+        bail!("the testbed cannot run here: {why}");
+    }
+    if a.trains == 0 {
+        bail!("--trains must be at least 1");
+    }
+    if a.levels.iter().any(|l| *l >= a.rate) {
+        bail!(
+            "every cross-traffic level must be below the bottleneck rate {}",
+            a.rate
+        );
+    }
+    let buffer = Buffer::parse(&a.buffer).map_err(|e| anyhow::anyhow!("--buffer: {e}"))?;
+    let bottleneck = Bottleneck {
+        rate: Some(a.rate),
+        buffer,
+        burst: Some(a.burst),
+        ..Bottleneck::new(Some(a.rate), a.delay)
+    };
+    let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
+    eprintln!(
+        "testbed {}: {} bottleneck, {} each way, tbf burst {} B, buffer {}",
+        tb.prefix(),
+        a.rate,
+        a.delay,
+        a.burst.0,
+        a.buffer
+    );
+    let result = bench_on(&tb, &a);
+    let down = tb.down();
+    let rows = result?;
+    down?;
+    print!("{}", summary(&a, &rows));
+    if let Some(path) = &a.csv {
+        std::fs::write(path, csv(&rows))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("(every estimate in {})", path.display());
+    }
+    Ok(())
+}
+
+fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
+    let server_ip = tb.host("s1")?.addr;
+    let cross_dst = tb.host("r2")?.addr;
+    let realtime = !a.no_realtime;
+    let server = tb.run_in("s1", move || {
+        let s = Server::bind(("0.0.0.0", SERVER_PORT), ServerConfig::default())?;
+        // The pacer and receive threads inherit the scheduling policy of this thread.
+        if realtime && !sys::set_realtime(PROBE_PRIORITY) {
+            eprintln!(
+                "warning: cannot give the probe server real-time priority; its spacing may suffer"
+            );
+        }
+        Ok(s.spawn()?)
+    })?;
+    let server_addr = std::net::SocketAddr::new(server_ip.into(), SERVER_PORT);
+    let mut rows = Vec::new();
+    for (k, &cross) in a.levels.iter().enumerate() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        if cross > Rate::ZERO {
+            let rx_sock = tb.run_in("r2", || {
+                Ok(std::net::UdpSocket::bind(("0.0.0.0", CROSS_PORT))?)
+            })?;
+            let st = stop.clone();
+            threads.push(tb.spawn_in("r2", move || {
+                udp_receive(&rx_sock, None, &st, Duration::from_secs(3600), false)?;
+                Ok(())
+            })?);
+            let st = stop.clone();
+            let gen = UdpGen {
+                dst: std::net::SocketAddr::new(cross_dst.into(), CROSS_PORT),
+                rate: cross,
+                size: CROSS_SIZE,
+                pattern: Pattern::Poisson,
+                duration: Dur::from_secs(3600),
+                seed: 1 + k as u64,
+                flow_id: k as u32,
+                realtime: true,
+            };
+            threads.push(tb.spawn_in("s2", move || {
+                let sock = std::net::UdpSocket::bind(("0.0.0.0", 0))?;
+                udp_send(&sock, &gen, None, Some(&st))?;
+                Ok(())
+            })?);
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        eprintln!("cross traffic {cross}: {} trains per method", a.trains);
+        let level = run_level(tb, a, server_addr, cross);
+        stop.store(true, Ordering::SeqCst);
+        for t in threads {
+            match t.join() {
+                Ok(r) => r.context("cross traffic")?,
+                Err(_) => bail!("a cross-traffic thread panicked"),
+            }
+        }
+        rows.extend(level?);
+    }
+    server.shutdown();
+    Ok(rows)
+}
+
+fn run_level(
+    tb: &Testbed,
+    a: &ProbeBenchArgs,
+    server: std::net::SocketAddr,
+    cross: Rate,
+) -> Result<Vec<BenchRow>> {
+    let mut rows = Vec::new();
+    for _ in 0..a.trains {
+        for method in [Method::PathQuick, Method::PathChirp] {
+            let mut opts = EstimateOptions {
+                method,
+                repeat: 1,
+                ..EstimateOptions::default()
+            };
+            if a.knee_fit {
+                opts.estimator = EstimatorConfig {
+                    knee_fit: true,
+                    ..opts.estimator
+                };
+            }
+            let realtime = !a.no_realtime;
+            let e = tb.run_in("r1", move || {
+                if realtime {
+                    sys::set_realtime(PROBE_PRIORITY);
+                }
+                estimate_addr(server, &opts).map_err(anyhow::Error::from)
+            })?;
+            let t = e.trains.first().context("no train in the estimate")?;
+            let verdict = e.outcome.kind();
+            rows.push(BenchRow {
+                cross,
+                method,
+                verdict,
+                value: match e.outcome {
+                    Outcome::Inconclusive { .. } => None,
+                    ref o => o.value(),
+                },
+                train_time: t.elapsed,
+                call_time: e.elapsed,
+                train_length: e.design.train_length(),
+                train_bytes: e.train_bytes,
+                lost: t.estimate.lost,
+                spacing_error_max: t.spacing_error_max,
+            });
+            std::thread::sleep(Duration::from_nanos(a.pause.0));
+        }
+    }
+    Ok(rows)
+}
+
+fn csv(rows: &[BenchRow]) -> String {
+    let mut s = String::from("cross_mbps,method,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1}",
+            r.cross.as_mbps(),
+            r.method.name(),
+            r.verdict,
+            r.value
+                .map(|v| format!("{:.4}", v.as_mbps()))
+                .unwrap_or_default(),
+            r.train_time.as_secs_f64() * 1e3,
+            r.call_time.as_secs_f64() * 1e3,
+            r.train_length.as_secs_f64() * 1e3,
+            r.train_bytes.0,
+            r.lost,
+            r.spacing_error_max.as_secs_f64() * 1e6
+        );
+    }
+    s
+}
+
+/// The per-level, per-method table and the issue's goals.
+pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
+    let rtt = a.delay + a.delay;
+    let mut s = String::new();
+    let _ = writeln!(s, "true A = {} - cross traffic; one train per estimate; budget = train length + RTT ({:.0} ms) + 20 ms", a.rate, rtt.as_secs_f64() * 1e3);
+    let _ = writeln!(
+        s,
+        "{:>6} {:<10} {:>4} {:>7} {:>7} {:>6} {:>10} {:>9} {:>9} {:>9} {:>8} {:>6}",
+        "cross",
+        "method",
+        "n",
+        "median",
+        "error",
+        "MAE",
+        "range/inc",
+        "time med",
+        "time max",
+        "in budget",
+        "bytes",
+        "lost"
+    );
+    let mut goals = Vec::new();
+    for &cross in &a.levels {
+        let truth = (a.rate.as_mbps() - cross.as_mbps()).max(0.0);
+        let mut per_method = Vec::new();
+        for method in [Method::PathQuick, Method::PathChirp] {
+            let of: Vec<&BenchRow> = rows
+                .iter()
+                .filter(|r| r.cross == cross && r.method == method)
+                .collect();
+            if of.is_empty() {
+                continue;
+            }
+            let mut values: Vec<f64> = of
+                .iter()
+                .filter_map(|r| r.value.map(|v| v.as_mbps()))
+                .collect();
+            let mae =
+                values.iter().map(|v| (v - truth).abs()).sum::<f64>() / values.len().max(1) as f64;
+            let med = median(&mut values);
+            let mut times: Vec<f64> = of
+                .iter()
+                .map(|r| r.train_time.as_secs_f64() * 1e3)
+                .collect();
+            let tmax = times.iter().cloned().fold(0.0, f64::max);
+            let tmed = median(&mut times);
+            let budget = (of[0].train_length + rtt).as_secs_f64() * 1e3 + 20.0;
+            let within = of
+                .iter()
+                .filter(|r| r.train_time.as_secs_f64() * 1e3 <= budget)
+                .count();
+            let ranges = of
+                .iter()
+                .filter(|r| r.verdict == "above_range" || r.verdict == "below_range")
+                .count();
+            let inc = of.iter().filter(|r| r.verdict == "inconclusive").count();
+            let lost: u32 = of.iter().map(|r| r.lost).sum();
+            let _ = writeln!(
+                s,
+                "{:>6.1} {:<10} {:>4} {:>7.2} {:>+7.2} {:>6.2} {:>6}/{:<3} {:>6.0} ms {:>6.0} ms {:>5}/{:<3} {:>8} {:>6}",
+                cross.as_mbps(),
+                method.name(),
+                of.len(),
+                med,
+                med - truth,
+                mae,
+                ranges,
+                inc,
+                tmed,
+                tmax,
+                within,
+                of.len(),
+                of[0].train_bytes.0,
+                lost
+            );
+            per_method.push((method, med - truth, mae, tmed, within == of.len()));
+        }
+        if let [(Method::PathQuick, qe, qm, qt, qin), (Method::PathChirp, ce, cm, ct, _)] =
+            per_method[..]
+        {
+            goals.push((cross, qe, qin, [qe.abs() < ce.abs(), qm < cm, qt < ct]));
+        }
+    }
+    let _ = writeln!(s, "\ngoals (issue 4): PathQuick median error within ±1.5 Mbit/s, every estimate within budget, ahead of pathChirp on error and time");
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    for (cross, qe, qin, [median_better, mae_better, time_better]) in goals {
+        let _ = writeln!(
+            s,
+            "  cross {:>4.1} Mbit/s: median error {:+.2} {}, budget {}; ahead of pathChirp on |median error| {}, on MAE {}, on median time {}",
+            cross.as_mbps(),
+            qe,
+            if qe.abs() <= 1.5 { "met" } else { "MISSED" },
+            if qin { "met" } else { "MISSED" },
+            yes(median_better),
+            yes(mae_better),
+            yes(time_better)
+        );
+    }
+    s
+}
