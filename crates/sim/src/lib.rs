@@ -9,6 +9,7 @@
 
 pub mod net;
 pub mod output;
+pub mod passive;
 pub mod probe;
 pub mod rng;
 pub mod scenario;

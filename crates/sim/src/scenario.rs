@@ -174,6 +174,11 @@ pub struct TcpSpec {
     /// Inline measurement (ImTCP): the sender's segments are shaped into probe streams.
     #[serde(default)]
     pub imtcp: Option<ImtcpSpec>,
+    /// Passive estimators watching this flow (ImTCP Fig. 10): any of "westwood", "westwood+",
+    /// "hoe" (over the sender's ACKs) and "rab" (over the receiver's data arrivals). Their
+    /// samples are averaged over each trace interval and recorded as estimates named so.
+    #[serde(default)]
+    pub passive: Vec<Spanned<String>>,
 }
 
 /// ImTCP inline-measurement parameters (ImTCP §3; defaults as the paper's).
@@ -192,7 +197,23 @@ pub struct ImtcpSpec {
     /// Upper bound of any search range (the access link rate, when known).
     #[serde(default, deserialize_with = "de_opt_rate")]
     pub link_rate: Option<Rate>,
+    /// A fixed `m` (segments held before a stream starts; Table 1); absent: the adaptive rule
+    /// of §3.4.1 (start at N, minimum 2, F = 2).
+    #[serde(default)]
+    pub m: Option<usize>,
+    /// `F` of the adaptive `m` rule (successful measurements before m decreases; default 2).
+    #[serde(default)]
+    pub m_successes: Option<u32>,
+    /// A fixed storing timer `T` (Table 2); absent: `T = M/A·(N-1) + 4·D_RTT` (§3.4.2).
+    #[serde(default, deserialize_with = "de_opt_dur")]
+    pub storing_timer: Option<Dur>,
+    /// Cap of the adaptive storing timer in SRTTs (default 1); 0 removes the cap.
+    #[serde(default)]
+    pub max_storing_rtts: Option<f64>,
 }
+
+/// The passive estimators a `[[tcp]]` entry's `passive` key may name (ImTCP Fig. 10).
+pub const PASSIVE_NAMES: &[&str] = &["westwood", "westwood+", "hoe", "rab"];
 
 /// A measurement flow that is not TCP: PathQuick or pathChirp trains, or ImTCP's algorithm in
 /// echo mode. The receiving node echoes every probe with its arrival time.
@@ -423,6 +444,14 @@ impl Scenario {
             if let (Some(a), Some(b)) = (t.start, t.stop) {
                 if b <= a {
                     return Err(err(&t.from.span(), &format!("tcp[{i}].stop"), "stop must come after start".into()));
+                }
+            }
+            if let Some(spec) = &t.imtcp {
+                crate::world::make_imtcp(spec, t.delayed_ack).map_err(|m| err(&t.from.span(), &format!("tcp[{i}].imtcp"), m))?;
+            }
+            for (k, p) in t.passive.iter().enumerate() {
+                if !PASSIVE_NAMES.contains(&p.get_ref().as_str()) {
+                    return Err(err(&p.span(), &format!("tcp[{i}].passive[{k}]"), format!("unknown estimator `{}` ({})", p.get_ref(), PASSIVE_NAMES.join(", "))));
                 }
             }
         }

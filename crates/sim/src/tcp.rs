@@ -243,6 +243,11 @@ impl TcpConn {
         self.total != u64::MAX && self.snd_una >= self.total
     }
 
+    /// Bytes the receiver holds beyond `rcv_nxt` (out-of-order segments).
+    pub fn out_of_order_bytes(&self) -> u64 {
+        self.ooo.iter().map(|&s| self.seg_len(s)).sum()
+    }
+
     pub fn cwnd(&self) -> Bytes {
         self.cc.window().cwnd
     }

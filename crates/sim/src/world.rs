@@ -15,13 +15,16 @@
 use headroom_core::cc::CongestionControl;
 use headroom_core::becc::Becc;
 use headroom_core::reno::{Recovery, Reno, RenoConfig, SsthreshRule};
-use headroom_core::units::{Bytes, Dur, Time};
+use headroom_core::units::{Bytes, Dur, Rate, Time};
+use std::cell::RefCell;
+use std::rc::Rc;
 use serde::Serialize;
 
 use headroom_core::abw::{ChirpSpec, EstimatorConfig, QuickSpec, TrainDesign};
-use headroom_core::imtcp::{ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, SharedImtcp};
+use headroom_core::imtcp::{ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, MPolicy, SharedImtcp, StoringTimer};
 
 use crate::net::{Counters, Ev, Kind, Link, Net, NodeId, Packet, QueueLimit};
+use crate::passive::{PassiveTap, TapState};
 use crate::probe::{EstimateRow, ImtcpEchoProber, Prober, TrainProber};
 use crate::rng::Rng;
 use crate::scenario::{rto_preset, ImtcpSpec, ProbeSpec, Scenario};
@@ -141,6 +144,22 @@ pub fn make_imtcp(spec: &ImtcpSpec, delayed_ack: bool) -> Result<SharedImtcp, St
     }
     if let Some(r) = spec.link_rate {
         cfg.measurement.link_rate = Some(r);
+    }
+    let n = cfg.measurement.stream_len;
+    match (spec.m, spec.m_successes) {
+        (Some(_), Some(_)) => return Err("give a fixed `m` or the adaptive rule's `m_successes`, not both".into()),
+        (Some(m), None) if m < 2 || m > n => return Err(format!("m = {m} must be within 2..=N ({n})")),
+        (Some(m), None) => cfg.m_policy = MPolicy::Fixed(m),
+        (None, Some(f)) => cfg.m_policy = MPolicy::Adaptive { successes: f },
+        (None, None) => {}
+    }
+    match (spec.storing_timer, spec.max_storing_rtts) {
+        (Some(_), Some(_)) => return Err("give a fixed `storing_timer` or the adaptive timer's `max_storing_rtts`, not both".into()),
+        (Some(t), None) if t == Dur::ZERO => return Err("storing_timer must be positive".into()),
+        (Some(t), None) => cfg.storing_timer = StoringTimer::Fixed(t),
+        (None, Some(0.0)) => cfg.storing_timer = StoringTimer::Adaptive { max_storing_rtts: None },
+        (None, Some(x)) => cfg.storing_timer = StoringTimer::Adaptive { max_storing_rtts: Some(x) },
+        (None, None) => {}
     }
     cfg.measurement.delayed_ack = delayed_ack;
     Ok(SharedImtcp::new(ImtcpBuffer::new(cfg).map_err(|e| e.to_string())?))
@@ -275,6 +294,8 @@ pub struct World {
     probes: Vec<ProbeFlow>,
     /// ImTCP control units installed below bulk flows, by flow-statistics index.
     inline: Vec<(u32, SharedImtcp)>,
+    /// Passive estimators watching bulk flows, by flow-statistics index.
+    passive: Vec<(u32, Rc<RefCell<TapState>>)>,
     /// Every available-bandwidth estimate of the run, in time order per flow.
     pub estimates: Vec<EstimateRow>,
     pub stats: Vec<FlowStats>,
@@ -337,6 +358,7 @@ impl World {
             clients: Vec::new(),
             probes: Vec::new(),
             inline: Vec::new(),
+            passive: Vec::new(),
             estimates: Vec::new(),
             stats: Vec::new(),
             series: Vec::new(),
@@ -409,6 +431,15 @@ impl World {
                         c.buffer = Some(Box::new(shared.clone()));
                     }
                     w.inline.push((stat, shared));
+                }
+                if !t.passive.is_empty() {
+                    let names: Vec<String> = t.passive.iter().map(|p| p.get_ref().clone()).collect();
+                    let state = Rc::new(RefCell::new(TapState::new(&names).map_err(|e| format!("tcp[{i}].passive: {e}"))?));
+                    if let Some(c) = w.conns[conn as usize].as_mut() {
+                        let inner = c.buffer.take();
+                        c.buffer = Some(Box::new(PassiveTap::new(inner, state.clone())));
+                    }
+                    w.passive.push((stat, state));
                 }
                 let start = Time(t.start.unwrap_or(Dur::ZERO).0);
                 let stop = t.stop.map(|d| Time(d.0));
@@ -645,6 +676,11 @@ impl World {
                 }
                 let (fresh, outcome) = c.on_data(net, &p);
                 let (stat, owner) = (c.stat, c.owner);
+                if !self.passive.is_empty() {
+                    if let Some((_, tap)) = self.passive.iter().find(|(s, _)| *s == stat) {
+                        tap.borrow_mut().on_data_arrival(net.now, p.size as u64, c.srtt);
+                    }
+                }
                 let s = &mut self.stats[stat as usize];
                 s.bytes += fresh;
                 s.interval_bytes += fresh;
@@ -739,6 +775,27 @@ impl World {
         }
     }
 
+    /// Records the passive estimators' mean samples of the interval ending now.
+    fn drain_passive_estimates(&mut self) {
+        let now = self.net.now;
+        for (stat, tap) in &self.passive {
+            let stat = *stat;
+            let estimates = &mut self.estimates;
+            tap.borrow_mut().take_means(|method, value| {
+                estimates.push(EstimateRow {
+                    time: now,
+                    stat,
+                    method,
+                    value: Some(value),
+                    verdict: "estimate",
+                    range: (Rate::ZERO, Rate::ZERO),
+                    elapsed: Dur::ZERO,
+                    bytes: 0,
+                })
+            });
+        }
+    }
+
     /// The ImTCP control unit of bulk flow `k` (in scenario order), if it has one.
     pub fn inline_measurement(&self, stat: u32) -> Option<&SharedImtcp> {
         self.inline.iter().find(|(s, _)| *s == stat).map(|(_, m)| m)
@@ -814,6 +871,7 @@ impl World {
     fn sample(&mut self) {
         let now = self.net.now;
         self.drain_inline_estimates();
+        self.drain_passive_estimates();
         let secs = self.trace_interval.as_secs_f64();
         for (i, s) in self.stats.iter_mut().enumerate() {
             let bps = s.interval_bytes as f64 * 8.0 / secs;

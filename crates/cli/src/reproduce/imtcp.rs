@@ -1,5 +1,483 @@
-//! The imtcp experiments (being written).
+//! The ImTCP paper's experiments (Man, Hasegawa & Murata, Computer Communications 2005, §4):
+//! Fig. 8, Tables 1-3, Fig. 10, §4.3 (Fig. 11) and Fig. 13, rerun in the simulator. Each
+//! writes a CSV and an SVG and returns the paper's figures next to ours.
 
-use super::Experiment;
+use std::fmt::Write as _;
+use std::path::Path;
 
-pub const EXPERIMENTS: &[Experiment] = &[];
+use anyhow::{bail, Result};
+use headroom_sim::world::FlowKind;
+use headroom_sim::{Report, Scenario, World};
+
+use super::{run_scenario, Experiment};
+use crate::plot::{Chart, Series};
+
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment { name: "imtcp-fig8", about: "ImTCP Fig. 8: echo mode, N = 3, 5, 35, available bandwidth 60-40-60-20-60 Mb/s over 300 s", run: imtcp_fig8 },
+    Experiment { name: "imtcp-table1", about: "ImTCP Table 1: measurement results in 80 s at 3 Mb/s available, N = 5, 6, 17, fixed or adaptive m", run: imtcp_table1 },
+    Experiment { name: "imtcp-table2", about: "ImTCP Table 2: measurement results in 80 s at 4 and 7 Mb/s available, storing timer 40/10/4 ms or adaptive", run: imtcp_table2 },
+    Experiment { name: "imtcp-fig10", about: "ImTCP Fig. 10: ImTCP vs Westwood, Hoe and TCP-Rab under cross traffic 1/2/3", run: imtcp_fig10 },
+    Experiment { name: "imtcp-web", about: "ImTCP §4.3 / Fig. 11: ImTCP or Reno with Pareto web traffic on 50 Mb/s, throughput and page download times", run: imtcp_web },
+    Experiment { name: "imtcp-table3", about: "ImTCP Table 3: 2/10/24 ImTCP or Reno flows on 50/60/70 Mb/s, Jain index and total throughput", run: imtcp_table3 },
+    Experiment { name: "imtcp-fig13", about: "ImTCP Fig. 13: ImTCP/Reno throughput ratio vs measurement interval 0, 12, 15, 20 RTTs", run: imtcp_fig13 },
+];
+
+const FIG8: &str = include_str!("../../../../scenarios/imtcp/fig8.toml");
+const TABLE1: &str = include_str!("../../../../scenarios/imtcp/table1.toml");
+const TABLE2: &str = include_str!("../../../../scenarios/imtcp/table2.toml");
+const FIG10: &str = include_str!("../../../../scenarios/imtcp/fig10.toml");
+const WEB: &str = include_str!("../../../../scenarios/imtcp/web.toml");
+const TABLE3: &str = include_str!("../../../../scenarios/imtcp/table3.toml");
+const FIG13: &str = include_str!("../../../../scenarios/imtcp/fig13.toml");
+
+/// Replaces `from` (which must occur) in a scenario text.
+fn with(src: &str, origin: &str, from: &str, to: &str) -> Result<String> {
+    if !src.contains(from) {
+        bail!("{origin}: expected `{from}` in the scenario");
+    }
+    Ok(src.replace(from, to))
+}
+
+/// Runs a scenario without writing its standard outputs.
+fn run_quiet(src: &str, origin: &str) -> Result<(World, Report)> {
+    let sc = Scenario::parse(src, origin)?;
+    let mut w = World::new(&sc, None).map_err(anyhow::Error::msg)?;
+    w.run();
+    let r = w.report();
+    Ok((w, r))
+}
+
+/// (time s, Mb/s, in range) of every estimate of `method`.
+fn estimates_of(w: &World, method: &str) -> Vec<(f64, f64, bool)> {
+    w.estimates
+        .iter()
+        .filter(|e| e.method == method)
+        .filter_map(|e| e.value.map(|v| (e.time.as_secs_f64(), v.0 as f64 / 1e6, e.verdict == "estimate")))
+        .collect()
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    if q == 0.0 {
+        f64::NAN
+    } else {
+        s * s / (x.len() as f64 * q)
+    }
+}
+
+/// Fig. 8's and Fig. 10's available bandwidth (Mb/s) at `t` seconds.
+fn available_fig8(t: f64) -> f64 {
+    match t {
+        t if t < 50.0 => 60.0,
+        t if t < 100.0 => 40.0,
+        t if t < 150.0 => 60.0,
+        t if t < 210.0 => 20.0,
+        _ => 60.0,
+    }
+}
+
+const PHASES: [(f64, f64); 5] = [(0.0, 50.0), (50.0, 100.0), (100.0, 150.0), (150.0, 210.0), (210.0, 300.0)];
+
+fn available_series(end: f64) -> Vec<(f64, f64)> {
+    let mut pts = Vec::new();
+    for (a, b) in PHASES {
+        if a >= end {
+            break;
+        }
+        pts.push((a, available_fig8(a)));
+        pts.push((b.min(end), available_fig8(a)));
+    }
+    pts
+}
+
+fn imtcp_fig8(dir: &Path) -> Result<String> {
+    let origin = "scenarios/imtcp/fig8.toml";
+    let ns = [3usize, 5, 35];
+    let mut runs = Vec::new();
+    let mut csv = String::from("n,time_s,estimate_mbps,in_range,available_mbps\n");
+    for n in ns {
+        let src = with(FIG8, origin, "stream_len = 35", &format!("stream_len = {n}"))?;
+        let (w, _) = run_quiet(&src, origin)?;
+        let est = estimates_of(&w, "imtcp-echo");
+        for e in &est {
+            let _ = writeln!(csv, "{n},{:.6},{:.3},{},{}", e.0, e.1, e.2, available_fig8(e.0));
+        }
+        runs.push((n, est));
+    }
+    std::fs::write(dir.join("fig8.csv"), csv)?;
+    let mut series = vec![Series { label: "available bandwidth".into(), points: available_series(300.0), markers_only: false }];
+    for (n, est) in &runs {
+        series.push(Series { label: format!("N = {n}"), points: est.iter().map(|e| (e.0, e.1)).collect(), markers_only: true });
+    }
+    let chart = Chart { title: "ImTCP Fig. 8: echo-mode estimates, 100 Mb/s bottleneck".into(), x_label: "time (s)".into(), y_label: "Mb/s".into(), series, y_range: Some((0.0, 100.0)) };
+    std::fs::write(dir.join("fig8.svg"), chart.to_svg())?;
+
+    let mut s = String::new();
+    let _ = writeln!(s, "mean estimate per phase (Mb/s; first 5 s of each phase left out)");
+    let _ = writeln!(s, "{:<12} {:>16} {:>9} {:>9} {:>9}", "phase (s)", "paper: available", "N = 3", "N = 5", "N = 35");
+    for (a, b) in PHASES {
+        let _ = write!(s, "{:<12} {:>16}", format!("{a:.0}-{b:.0}"), available_fig8(a));
+        for (_, est) in &runs {
+            let v: Vec<f64> = est.iter().filter(|e| e.0 > a + 5.0 && e.0 <= b).map(|e| e.1).collect();
+            let _ = write!(s, " {:>9.1}", mean(&v));
+        }
+        s.push('\n');
+    }
+    let _ = write!(s, "{:<12} {:>16}", "mean |err|", "");
+    for (_, est) in &runs {
+        let v: Vec<f64> = est.iter().map(|e| (e.1 - available_fig8(e.0)).abs() / available_fig8(e.0)).collect();
+        let _ = write!(s, " {:>8.1}%", 100.0 * mean(&v));
+    }
+    s.push('\n');
+    let _ = write!(s, "{:<12} {:>16}", "results", "");
+    for (_, est) in &runs {
+        let _ = write!(s, " {:>9}", est.len());
+    }
+    s.push('\n');
+    let _ = writeln!(s, "paper: N = 3 far from the available bandwidth; N >= 5 accurate (N = 35 the default)");
+    Ok(s)
+}
+
+/// Number of ImTCP results of one run of `src`.
+fn count_results(src: &str, origin: &str) -> Result<(usize, f64)> {
+    let (w, r) = run_quiet(src, origin)?;
+    Ok((w.estimates.iter().filter(|e| e.method == "imtcp").count(), r.flows[0].throughput_mbps))
+}
+
+fn imtcp_table1(dir: &Path) -> Result<String> {
+    let origin = "scenarios/imtcp/table1.toml";
+    const LINE: &str = "imtcp = { stream_len = 5, link_rate = \"100Mbps\" }";
+    // (N, paper's counts for m = 2..=7 where defined, paper's "Pro.")
+    let paper: [(usize, &[u32], u32); 3] = [(5, &[387, 441, 424, 389], 424), (6, &[200, 216, 406, 392, 370], 394), (17, &[77, 173, 277, 279, 348, 349], 359)];
+    let mut csv = String::from("n,m,results,paper_results,throughput_mbps\n");
+    let mut s = String::new();
+    let _ = writeln!(s, "measurement results in 80 s, 3 Mb/s available: paper / headroom");
+    let _ = writeln!(s, "{:<6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}", "", "m = 2", "m = 3", "m = 4", "m = 5", "m = 6", "m = 7", "Pro.");
+    let mut series = Vec::new();
+    for (n, counts, pro) in paper {
+        let _ = write!(s, "{:<6}", format!("N={n}"));
+        let mut pts = Vec::new();
+        for m in 2..=7usize {
+            if m > n {
+                let _ = write!(s, " {:>11}", "-");
+                continue;
+            }
+            let src = with(TABLE1, origin, LINE, &format!("imtcp = {{ stream_len = {n}, m = {m}, link_rate = \"100Mbps\" }}"))?;
+            let (c, tput) = count_results(&src, origin)?;
+            let p = counts[m - 2];
+            let _ = writeln!(csv, "{n},{m},{c},{p},{tput:.3}");
+            let _ = write!(s, " {:>11}", format!("{p} / {c}"));
+            pts.push((m as f64, c as f64));
+        }
+        let src = with(TABLE1, origin, LINE, &format!("imtcp = {{ stream_len = {n}, link_rate = \"100Mbps\" }}"))?;
+        let (c, tput) = count_results(&src, origin)?;
+        let _ = writeln!(csv, "{n},adaptive,{c},{pro},{tput:.3}");
+        let _ = writeln!(s, " {:>11}", format!("{pro} / {c}"));
+        series.push(Series { label: format!("N = {n}, fixed m"), points: pts, markers_only: false });
+        series.push(Series { label: format!("N = {n}, adaptive m"), points: vec![(2.0, c as f64), (7.0, c as f64)], markers_only: false });
+    }
+    std::fs::write(dir.join("table1.csv"), csv)?;
+    let chart = Chart { title: "ImTCP Table 1: results in 80 s at 3 Mb/s available".into(), x_label: "m".into(), y_label: "measurement results".into(), series, y_range: None };
+    std::fs::write(dir.join("table1.svg"), chart.to_svg())?;
+    let _ = writeln!(s, "(paper: a small fixed m hurts for larger N; the adaptive m keeps the count near the best fixed m)");
+    Ok(s)
+}
+
+fn imtcp_table2(dir: &Path) -> Result<String> {
+    let origin = "scenarios/imtcp/table2.toml";
+    const LINE: &str = "imtcp = { link_rate = \"100Mbps\" }";
+    // (available Mb/s, cross traffic, paper counts for 0.04 s, Pro., 0.01 s, 0.004 s)
+    let cases: [(u32, &str, [u32; 4]); 2] = [(4, "rate = \"96Mbps\"", [379, 371, 324, 105]), (7, "rate = \"93Mbps\"", [486, 488, 423, 298])];
+    let timers: [(&str, Option<&str>); 4] = [("0.04 s", Some("40ms")), ("Pro.", None), ("0.01 s", Some("10ms")), ("0.004 s", Some("4ms"))];
+    let mut csv = String::from("available_mbps,storing_timer,results,paper_results,throughput_mbps\n");
+    let mut s = String::new();
+    let _ = writeln!(s, "measurement results in 80 s (N = 35): paper / headroom");
+    let _ = write!(s, "{:<10}", "T");
+    for (label, _) in timers {
+        let _ = write!(s, " {:>11}", label);
+    }
+    s.push('\n');
+    let mut series = Vec::new();
+    for (avail, cross, paper) in cases {
+        let base = with(TABLE2, origin, "rate = \"96Mbps\"", cross)?;
+        let _ = write!(s, "{:<10}", format!("{avail} Mb/s"));
+        let mut pts = Vec::new();
+        for (k, (label, t)) in timers.iter().enumerate() {
+            let line = match t {
+                Some(t) => format!("imtcp = {{ link_rate = \"100Mbps\", storing_timer = \"{t}\" }}"),
+                None => LINE.to_string(),
+            };
+            let (c, tput) = count_results(&with(&base, origin, LINE, &line)?, origin)?;
+            let _ = writeln!(csv, "{avail},{label},{c},{},{tput:.3}", paper[k]);
+            let _ = write!(s, " {:>11}", format!("{} / {c}", paper[k]));
+            pts.push((k as f64, c as f64));
+        }
+        s.push('\n');
+        series.push(Series { label: format!("{avail} Mb/s available"), points: pts, markers_only: false });
+    }
+    std::fs::write(dir.join("table2.csv"), csv)?;
+    let chart = Chart { title: "ImTCP Table 2: results in 80 s; x: 0 = 40 ms, 1 = adaptive, 2 = 10 ms, 3 = 4 ms".into(), x_label: "storing timer".into(), y_label: "measurement results".into(), series, y_range: None };
+    std::fs::write(dir.join("table2.svg"), chart.to_svg())?;
+    let _ = writeln!(s, "(paper: short fixed timers fail to form streams; the adaptive T keeps the count of T = 0.04 s)");
+    Ok(s)
+}
+
+/// Means of (t, v) points over 0.5 s bins ending at k·0.5 s.
+fn bins(points: &[(f64, f64)], end: f64) -> Vec<(f64, f64)> {
+    let n = (end / 0.5).round() as usize;
+    let mut acc = vec![(0.0, 0u32); n + 1];
+    for &(t, v) in points {
+        let k = ((t / 0.5).ceil() as usize).min(n);
+        acc[k].0 += v;
+        acc[k].1 += 1;
+    }
+    acc.iter().enumerate().filter(|(_, a)| a.1 > 0).map(|(k, a)| (k as f64 * 0.5, a.0 / a.1 as f64)).collect()
+}
+
+fn imtcp_fig10(dir: &Path) -> Result<String> {
+    let (w, r) = run_scenario(dir, FIG10, "scenarios/imtcp/fig10.toml")?;
+    let methods = ["imtcp", "westwood", "hoe", "rab"];
+    let binned: Vec<Vec<(f64, f64)>> = methods
+        .iter()
+        .map(|m| bins(&estimates_of(&w, m).iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(), 300.0))
+        .collect();
+    let mut csv = String::from("method,time_s,mean_estimate_mbps,available_mbps\n");
+    for (m, pts) in methods.iter().zip(&binned) {
+        for p in pts {
+            let _ = writeln!(csv, "{m},{:.1},{:.3},{}", p.0, p.1, available_fig8(p.0 - 0.25));
+        }
+    }
+    std::fs::write(dir.join("fig10.csv"), csv)?;
+    let mut series = vec![Series { label: "available bandwidth".into(), points: available_series(300.0), markers_only: false }];
+    for (m, pts) in methods.iter().zip(&binned) {
+        series.push(Series { label: m.to_string(), points: pts.clone(), markers_only: false });
+    }
+    let chart = Chart { title: "ImTCP Fig. 10: 0.5 s averages of the estimates".into(), x_label: "time (s)".into(), y_label: "Mb/s".into(), series, y_range: Some((0.0, 120.0)) };
+    std::fs::write(dir.join("fig10.svg"), chart.to_svg())?;
+
+    let mut s = String::new();
+    let _ = writeln!(s, "mean of the 0.5 s averages per phase (Mb/s; first 5 s of each phase left out)");
+    let _ = writeln!(s, "{:<10} {:>10} {:>8} {:>9} {:>8} {:>8}", "phase (s)", "available", "ImTCP", "Westwood", "Hoe", "TCP-Rab");
+    for (a, b) in PHASES {
+        let _ = write!(s, "{:<10} {:>10}", format!("{a:.0}-{b:.0}"), available_fig8(a));
+        for pts in &binned {
+            let v: Vec<f64> = pts.iter().filter(|p| p.0 > a + 5.0 && p.0 <= b).map(|p| p.1).collect();
+            let _ = write!(s, " {:>8.1}", mean(&v));
+        }
+        s.push('\n');
+    }
+    let _ = write!(s, "{:<21}", "mean |err| / avail");
+    for pts in &binned {
+        let v: Vec<f64> = pts.iter().map(|p| (p.1 - available_fig8(p.0 - 0.25)).abs() / available_fig8(p.0 - 0.25)).collect();
+        let _ = write!(s, " {:>7.1}%", 100.0 * mean(&v));
+    }
+    s.push('\n');
+    let _ = write!(s, "{:<21}", "20->60 at 210 s: s to");
+    for pts in &binned {
+        let t = pts.iter().find(|p| p.0 > 210.0 && p.1 >= 48.0).map(|p| p.0 - 210.0);
+        let _ = write!(s, " {:>8}", t.map_or("never".to_string(), |t| format!("{t:.1}")));
+    }
+    s.push('\n');
+    let _ = writeln!(s, "  (time until a 0.5 s average first reaches 80 % of the new 60 Mb/s)");
+    let _ = writeln!(s, "the Reno flow itself: {:.1} Mb/s, {} timeouts", r.flows[0].throughput_mbps, r.flows[0].timeouts);
+    let _ = writeln!(s, "paper: ImTCP follows the available bandwidth, also when it rises fast; the passive");
+    let _ = writeln!(s, "methods (Westwood worst, perturbed by the ACK noise) cannot see a fast rise");
+    Ok(s)
+}
+
+/// Page download times (s) of every web population of a report.
+fn page_times(r: &Report) -> Vec<f64> {
+    r.flows.iter().filter(|f| f.kind == FlowKind::Web).flat_map(|f| f.page_times.iter().map(|p| p.1.as_secs_f64())).collect()
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn imtcp_web(dir: &Path) -> Result<String> {
+    let origin = "scenarios/imtcp/web.toml";
+    const LINE: &str = "imtcp = { link_rate = \"100Mbps\" }\n";
+    const BULK_CC: &str = "cc = \"reno\"\nimtcp";
+    let seeds = [1u64, 2, 3, 4, 5];
+    let mut csv = String::from("bulk,seed,throughput_mbps,timeouts,pages,mean_page_time_s\n");
+    // The paper's comparison (Reno below ImTCP, Reno alone), then the same with NewReno as the
+    // bulk flow's TCP (the web traffic stays Reno).
+    let mut variants = Vec::new();
+    for cc in ["reno", "newreno"] {
+        let src = with(WEB, origin, BULK_CC, &format!("cc = \"{cc}\"\nimtcp"))?;
+        variants.push((format!("ImTCP ({cc})"), src.clone()));
+        variants.push((cc.to_string(), with(&src, origin, LINE, "")?));
+    }
+    let mut rows = Vec::new();
+    for (label, src) in &variants {
+        let mut tputs = Vec::new();
+        let mut timeouts = Vec::new();
+        let mut times = Vec::new();
+        for seed in seeds {
+            let (_, r) = run_quiet(&with(src, origin, "seed = 1\n", &format!("seed = {seed}\n"))?, origin)?;
+            let t = page_times(&r);
+            let _ = writeln!(csv, "{label},{seed},{:.3},{},{},{:.4}", r.flows[0].throughput_mbps, r.flows[0].timeouts, t.len(), mean(&t));
+            tputs.push(r.flows[0].throughput_mbps);
+            timeouts.push(r.flows[0].timeouts as f64);
+            times.extend(t);
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        rows.push((label.clone(), tputs, timeouts, times));
+    }
+    std::fs::write(dir.join("web.csv"), csv)?;
+    let mut cdf = String::from("bulk,page_time_s,cdf\n");
+    let mut series = Vec::new();
+    for (label, _, _, times) in &rows {
+        let step = (times.len() / 400).max(1);
+        let pts: Vec<(f64, f64)> = times.iter().enumerate().step_by(step).map(|(i, t)| (*t, (i + 1) as f64 / times.len() as f64)).collect();
+        for p in &pts {
+            let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
+        }
+        series.push(Series { label: format!("web, bulk = {label}"), points: pts, markers_only: false });
+    }
+    std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
+    let chart = Chart { title: "ImTCP Fig. 11: web page download time CDF (5 seeds pooled)".into(), x_label: "page download time (s)".into(), y_label: "CDF".into(), series, y_range: Some((0.0, 1.0)) };
+    std::fs::write(dir.join("fig11.svg"), chart.to_svg())?;
+    let mut s = String::new();
+    let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(" ");
+    let _ = writeln!(s, "bulk flow on 50 Mb/s with 50 web clients, 500 s, 5 seeds");
+    let _ = writeln!(s, "{:<16} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8}  per seed (Mb/s)", "bulk flow", "paper", "Mb/s", "timeouts", "p50 (s)", "p90 (s)", "p99 (s)");
+    for (k, (label, tputs, timeouts, times)) in rows.iter().enumerate() {
+        let paper = match k {
+            0 => "25.2",
+            1 => "23.1",
+            _ => "",
+        };
+        let _ = writeln!(
+            s,
+            "{:<16} {:>7} {:>9.1} {:>9.1} {:>8.3} {:>8.3} {:>8.3}  {}",
+            label,
+            paper,
+            mean(tputs),
+            mean(timeouts),
+            quantile(times, 0.5),
+            quantile(times, 0.9),
+            quantile(times, 0.99),
+            fmt(tputs)
+        );
+    }
+    let _ = writeln!(s, "(p50/p90/p99: web page download time quantiles; paper: ImTCP about Reno's throughput, CDFs equal)");
+    Ok(s)
+}
+
+fn imtcp_table3(dir: &Path) -> Result<String> {
+    let origin = "scenarios/imtcp/table3.toml";
+    const LINE: &str = "imtcp = { link_rate = \"100Mbps\" }\n";
+    // (capacity, flows, paper Jain, paper ImTCP total, paper Reno total)
+    let paper: [(u32, u32, f64, f64, f64); 9] = [
+        (50, 2, 0.999, 44.4, 45.6),
+        (50, 10, 0.997, 46.7, 46.0),
+        (50, 24, 0.986, 47.6, 46.1),
+        (60, 2, 0.999, 53.2, 53.1),
+        (60, 10, 0.992, 55.3, 54.0),
+        (60, 24, 0.995, 56.7, 54.11),
+        (70, 2, 0.999, 59.9, 60.6),
+        (70, 10, 0.992, 63.7, 61.9),
+        (70, 24, 0.992, 65.9, 62.0),
+    ];
+    let mut csv = String::from("capacity_mbps,flows,jain_imtcp,jain_reno,imtcp_total_mbps,reno_total_mbps,paper_jain,paper_imtcp_mbps,paper_reno_mbps\n");
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<14} {:>17} {:>17} {:>17} {:>11}", "capacity/flows", "Jain paper/ours", "ImTCP paper/ours", "Reno paper/ours", "ImTCP/Reno");
+    let mut im_pts = Vec::new();
+    let mut re_pts = Vec::new();
+    for (cap, n, pj, pi, pr) in paper {
+        let base = with(TABLE3, origin, "rate = \"50Mbps\"", &format!("rate = \"{cap}Mbps\""))?;
+        let base = with(&base, origin, "count = 10", &format!("count = {n}"))?;
+        let mut totals = [0.0; 2];
+        let mut jains = [0.0; 2];
+        for (k, src) in [base.clone(), with(&base, origin, LINE, "")?].iter().enumerate() {
+            let (_, r) = run_quiet(src, origin)?;
+            let x: Vec<f64> = r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).map(|f| f.throughput_mbps).collect();
+            totals[k] = x.iter().sum();
+            jains[k] = jain(&x);
+        }
+        let _ = writeln!(csv, "{cap},{n},{:.4},{:.4},{:.2},{:.2},{pj},{pi},{pr}", jains[0], jains[1], totals[0], totals[1]);
+        let _ = writeln!(
+            s,
+            "{:<14} {:>17} {:>17} {:>17} {:>11.3}",
+            format!("{cap} Mb/s, {n}"),
+            format!("{pj:.3} / {:.3}", jains[0]),
+            format!("{pi:.1} / {:.1}", totals[0]),
+            format!("{pr:.1} / {:.1}", totals[1]),
+            totals[0] / totals[1]
+        );
+        im_pts.push(((cap as f64) + n as f64 / 10.0, totals[0] / cap as f64));
+        re_pts.push(((cap as f64) + n as f64 / 10.0, totals[1] / cap as f64));
+    }
+    std::fs::write(dir.join("table3.csv"), csv)?;
+    let chart = Chart {
+        title: "ImTCP Table 3: utilisation (x = capacity + flows/10)".into(),
+        x_label: "capacity (Mb/s) + flows/10".into(),
+        y_label: "total throughput / capacity".into(),
+        series: vec![Series { label: "ImTCP".into(), points: im_pts, markers_only: true }, Series { label: "Reno".into(), points: re_pts, markers_only: true }],
+        y_range: Some((0.0, 1.0)),
+    };
+    std::fs::write(dir.join("table3.svg"), chart.to_svg())?;
+    let _ = writeln!(s, "(Jain index over the ImTCP flows' throughputs over the whole 200 s run; paper: >= 0.986)");
+    Ok(s)
+}
+
+fn imtcp_fig13(dir: &Path) -> Result<String> {
+    let origin = "scenarios/imtcp/fig13.toml";
+    let totals = [4u32, 10, 20, 30];
+    let intervals = [0.0f64, 12.0, 15.0, 20.0];
+    let seeds = [1u64, 2];
+    let mut csv = String::from("interval_rtts,connections,seed,imtcp_total_mbps,reno_total_mbps,ratio\n");
+    let mut series = Vec::new();
+    let mut table = Vec::new();
+    for iv in intervals {
+        let mut pts = Vec::new();
+        for n in totals {
+            let half = n / 2;
+            let src = with(FIG13, origin, "interval_rtts = 0.0", &format!("interval_rtts = {iv:.1}"))?;
+            let src = src.replace("count = 5\n", &format!("count = {half}\n"));
+            let mut ratios = Vec::new();
+            for seed in seeds {
+                let (_, r) = run_quiet(&with(&src, origin, "seed = 1\n", &format!("seed = {seed}\n"))?, origin)?;
+                let sum = |p: &str| r.flows.iter().filter(|f| f.kind == FlowKind::Tcp && f.name.starts_with(p)).map(|f| f.throughput_mbps).sum::<f64>();
+                let (im, re) = (sum("imtcp"), sum("reno"));
+                let _ = writeln!(csv, "{iv},{n},{seed},{im:.3},{re:.3},{:.4}", im / re);
+                ratios.push(im / re);
+            }
+            pts.push((n as f64, mean(&ratios)));
+        }
+        table.push((iv, pts.clone()));
+        series.push(Series { label: format!("interval {iv:.0} RTT"), points: pts, markers_only: false });
+    }
+    std::fs::write(dir.join("fig13.csv"), csv)?;
+    let chart = Chart { title: "ImTCP Fig. 13: ImTCP / Reno total throughput, 50 Mb/s".into(), x_label: "TCP connections (half ImTCP)".into(), y_label: "throughput ratio".into(), series, y_range: Some((0.0, 1.5)) };
+    std::fs::write(dir.join("fig13.svg"), chart.to_svg())?;
+    let mut s = String::new();
+    let _ = writeln!(s, "ImTCP/Reno total throughput ratio (mean of 2 seeds)");
+    let _ = write!(s, "{:<14} {:>16}", "interval", "paper");
+    for n in totals {
+        let _ = write!(s, " {:>7}", format!("n={n}"));
+    }
+    s.push('\n');
+    for (iv, pts) in &table {
+        let paper = if *iv >= 20.0 { "~1" } else { "< 1" };
+        let _ = write!(s, "{:<14} {:>16}", format!("{iv:.0} RTT"), paper);
+        for p in pts {
+            let _ = write!(s, " {:>7.3}", p.1);
+        }
+        s.push('\n');
+    }
+    Ok(s)
+}
