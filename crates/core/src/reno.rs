@@ -100,6 +100,7 @@ impl Reno {
             snd_max: 0,
         }
     }
+    #[allow(clippy::self_named_constructors)]
     pub fn reno(cfg: RenoConfig) -> Reno {
         Reno::new(Recovery::Reno, cfg)
     }

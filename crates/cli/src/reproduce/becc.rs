@@ -24,15 +24,18 @@ const FIG11: &str = include_str!("../../../../scenarios/becc/fig11.toml");
 const FIG12: &str = include_str!("../../../../scenarios/becc/fig12.toml");
 const FIG13: &str = include_str!("../../../../scenarios/becc/fig13.toml");
 
+/// One sweep point: maximum window (KB), throughput per controller (Mb/s), timeouts per controller.
+type SweepRow = (f64, Vec<f64>, Vec<u64>);
+
 fn kb(v: &toml::Value) -> f64 {
     headroom_core::units::parse_bytes(&sweep::label(v)).map(|b| b.0 as f64 / 1000.0).unwrap_or(f64::NAN)
 }
 
 /// Runs the scenario's `[sweep]` once per controller; returns (window KB, [Mb/s per cc], [timeouts per cc]).
-fn window_sweep(src: &str, origin: &str, ccs: &[&str]) -> Result<Vec<(f64, Vec<f64>, Vec<u64>)>> {
+fn window_sweep(src: &str, origin: &str, ccs: &[&str]) -> Result<Vec<SweepRow>> {
     let sc = Scenario::parse(src, origin)?;
     let Some(sw) = sc.sweep else { bail!("{origin}: no [sweep]") };
-    let mut rows: Vec<(f64, Vec<f64>, Vec<u64>)> = sw.values.iter().map(|v| (kb(v), Vec::new(), Vec::new())).collect();
+    let mut rows: Vec<SweepRow> = sw.values.iter().map(|v| (kb(v), Vec::new(), Vec::new())).collect();
     for cc in ccs {
         let text = src.replace("cc = \"reno\"", &format!("cc = \"{cc}\""));
         for (i, p) in sweep::run(&text, origin, &sw.key, &sw.values, None)?.into_iter().enumerate() {
@@ -43,12 +46,12 @@ fn window_sweep(src: &str, origin: &str, ccs: &[&str]) -> Result<Vec<(f64, Vec<f
     Ok(rows)
 }
 
-fn mean_where(rows: &[(f64, Vec<f64>, Vec<u64>)], k: usize, keep: impl Fn(f64) -> bool) -> f64 {
+fn mean_where(rows: &[SweepRow], k: usize, keep: impl Fn(f64) -> bool) -> f64 {
     let v: Vec<f64> = rows.iter().filter(|r| keep(r.0)).map(|r| r.1[k]).collect();
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[&str], rows: &[(f64, Vec<f64>, Vec<u64>)]) -> Result<()> {
+fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[&str], rows: &[SweepRow]) -> Result<()> {
     let mut csv = String::from("max_window_kb");
     for cc in ccs {
         let _ = write!(csv, ",{cc}_mbps,{cc}_timeouts");
