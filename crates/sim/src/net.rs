@@ -443,8 +443,11 @@ mod tests {
             vec!["a".into(), "b".into(), "c".into()],
             vec![link(0, 1, 1, 1, 1), link(1, 2, 1, 1, 1), link(0, 2, 1, 1, 1), link(2, 0, 1, 1, 1)],
         );
-        assert_eq!(net.routes[2], 2);
-        assert!(net.reachable(0, 2));
-        assert!(!net.reachable(1, 0) || net.routes[3] != NO_ROUTE);
+        assert_eq!(net.routes[2], 2, "a reaches c over the direct link");
+        assert_eq!(net.routes[3], 1, "b reaches a through c: its first link is b->c");
+        assert_eq!(net.routes[4], NO_ROUTE, "no route to oneself");
+        assert!(net.reachable(1, 0));
+        let lone = Net::new(vec!["a".into(), "b".into()], vec![link(0, 1, 1, 1, 1)]);
+        assert!(!lone.reachable(1, 0), "b has no link back to a");
     }
 }

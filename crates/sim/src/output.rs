@@ -18,17 +18,11 @@ pub fn summary_table(r: &Report) -> String {
         "flow", "kind", "cc", "Mbps", "bytes", "drops", "retx", "rto", "pages", "page_time_s"
     );
     for f in &r.flows {
-        let kind = match f.kind {
-            FlowKind::Tcp => "tcp",
-            FlowKind::Udp => "udp",
-            FlowKind::Web => "web",
-            FlowKind::Probe => "probe",
-        };
         let _ = writeln!(
             s,
             "{:<16} {:<5} {:<8} {:>10.3} {:>14} {:>9} {:>8} {:>8} {:>9} {:>12}",
             f.name,
-            kind,
+            f.kind.name(),
             f.cc.as_deref().unwrap_or("-"),
             f.throughput_mbps,
             f.bytes,
@@ -88,9 +82,9 @@ pub fn flows_csv(r: &Report) -> String {
     for f in &r.flows {
         let _ = writeln!(
             s,
-            "{},{:?},{},{:.6},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{:.6},{},{},{},{},{},{},{},{},{}",
             f.name,
-            f.kind,
+            f.kind.name(),
             f.cc.as_deref().unwrap_or(""),
             f.throughput_mbps,
             f.bytes,
@@ -104,7 +98,7 @@ pub fn flows_csv(r: &Report) -> String {
             f.min_rtt_ms.map_or(String::new(), |t| format!("{t:.6}")),
         );
     }
-    s.replace("Tcp", "tcp").replace("Udp", "udp").replace("Web", "web").replace("Probe", "probe")
+    s
 }
 
 /// `estimates.csv` text: every available-bandwidth estimate (probe trains, ImTCP).
@@ -147,4 +141,22 @@ pub fn write_all(dir: &Path, w: &World, r: &Report) -> std::io::Result<Vec<Strin
         put("estimates.csv", estimates_csv(w))?;
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Scenario, World};
+
+    #[test]
+    fn flows_csv_keeps_flow_names_and_lowercases_kinds() {
+        let src = "duration = \"1s\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"10Mbps\"\ndelay = \"1ms\"\n\
+                   [[tcp]]\nname = \"MyTcpFlow\"\nfrom = \"a\"\nto = \"b\"\n\
+                   [[udp]]\nname = \"UdpWebProbe\"\nfrom = \"a\"\nto = \"b\"\npattern = { kind = \"cbr\", rate = \"1Mbps\" }\n";
+        let sc = Scenario::parse(src, "t").unwrap();
+        let mut w = World::new(&sc, None).unwrap();
+        w.run();
+        let csv = super::flows_csv(&w.report());
+        assert!(csv.contains("\nMyTcpFlow,tcp,newreno,"), "{csv}");
+        assert!(csv.contains("\nUdpWebProbe,udp,,"), "{csv}");
+    }
 }

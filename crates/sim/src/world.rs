@@ -175,6 +175,18 @@ pub enum FlowKind {
     Probe,
 }
 
+impl FlowKind {
+    /// The kind as written in tables and CSV files (the same as in `summary.json`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FlowKind::Tcp => "tcp",
+            FlowKind::Udp => "udp",
+            FlowKind::Web => "web",
+            FlowKind::Probe => "probe",
+        }
+    }
+}
+
 /// Per-flow statistics (a web population is one row).
 #[derive(Clone, Debug, Serialize)]
 pub struct FlowStats {
