@@ -413,7 +413,7 @@ mod tests {
         while let Some(ev) = net.pop_until(Time::MAX) {
             match ev {
                 Ev::LinkFree(l) => net.link_free(l),
-                Ev::Arrive { pkt, node } if node == 2 => {
+                Ev::Arrive { pkt, node: 2 } => {
                     net.deliver(pkt);
                     arrival = Some(net.now);
                 }
