@@ -20,6 +20,12 @@ fn dur_arg(s: &str) -> Result<Dur, String> {
 fn bytes_arg(s: &str) -> Result<Bytes, String> {
     parse_bytes(s).map_err(|e| e.to_string())
 }
+fn decrease_factor_arg(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 1.0 && f.is_finite() => Ok(f),
+        _ => Err(format!("{s:?} is not a decrease factor above 1")),
+    }
+}
 fn method_arg(s: &str) -> Result<Method, String> {
     s.parse::<Method>().map_err(|e| e.to_string())
 }
@@ -59,6 +65,17 @@ pub struct ProbeArgs {
     /// token-bucket rate limiters).
     #[arg(long)]
     pub knee_fit: bool,
+    /// pathChirp's decrease factor F for the excursion segmentation. Default: 5 for PathQuick
+    /// (reads its ramp without the upward lag of the papers' 1.5; docs/pathquick.md), 1.5 for
+    /// pathChirp.
+    #[arg(long, value_parser = decrease_factor_arg)]
+    pub decrease_factor: Option<f64>,
+    /// pathChirp's busy-period threshold L, in gaps.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub busy_period: u32,
+    /// Wait for the whole train instead of judging it at handshake RTT + train length + 10 ms.
+    #[arg(long)]
+    pub wait_tail: bool,
 }
 
 #[derive(Args, Debug)]
@@ -148,6 +165,7 @@ fn estimate_json(e: &Estimate) -> serde_json::Value {
             "spacing_error_mean_s": q.spacing_error_mean.as_secs_f64(),
             "spacing_error_max_s": q.spacing_error_max.as_secs_f64(),
             "late_packets": q.late_packets,
+            "after_deadline": q.after_deadline,
             "kernel_timestamps": q.kernel_timestamps,
         },
         "trains": e.trains.iter().map(|t| json!({
@@ -157,6 +175,7 @@ fn estimate_json(e: &Estimate) -> serde_json::Value {
             "knee_fit_bps": t.estimate.knee_fit.map(|r| r.bps()),
             "received": t.estimate.received, "lost": t.estimate.lost,
             "reordered": t.estimate.reordered,
+            "after_deadline": t.after_deadline,
         })).collect::<Vec<_>>(),
     })
 }
@@ -173,13 +192,16 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
         gamma: a.gamma,
         repeat: a.repeat,
         timeout: Duration::from_nanos(a.timeout.0),
-        ..EstimateOptions::default()
+        ..EstimateOptions::for_method(a.method)
     };
     let opts = EstimateOptions {
         estimator: EstimatorConfig {
             knee_fit: a.knee_fit,
+            decrease_factor: a.decrease_factor.unwrap_or(opts.estimator.decrease_factor),
+            busy_period: a.busy_period as usize,
             ..opts.estimator
         },
+        judge_slack: if a.wait_tail { None } else { opts.judge_slack },
         ..opts
     };
     let e = estimate(&a.target, &opts).with_context(|| format!("probing {}", a.target))?;
@@ -195,7 +217,7 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
         let q = &e.quality;
         println!(
             "{} {}: {} | probed {:.3}–{:.3} Mbit/s | {:.1} ms per estimate ({} train{} of {:.1} ms, {:.1} KB) | \
-             received {}/{}, {} reordered | send spacing error mean {:.1} µs, max {:.1} µs, {} late | {} timestamps",
+             received {}/{} ({} after the deadline), {} reordered | send spacing error mean {:.1} µs, max {:.1} µs, {} late | {} timestamps",
             e.method,
             e.server,
             e.outcome,
@@ -208,6 +230,7 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
             e.train_bytes.0 as f64 / 1e3,
             q.received,
             q.packets,
+            q.after_deadline,
             q.reordered,
             q.spacing_error_mean.0 as f64 / 1e3,
             q.spacing_error_max.0 as f64 / 1e3,

@@ -11,8 +11,15 @@
 //! Per level the cross traffic starts, runs 2 s to reach a steady state, then the two methods
 //! take turns, one single-train estimate each (`repeat = 1`: one handshake, one train), with
 //! `--pause` between estimates so the queue a train leaves behind drains before the next. Each
-//! estimate's time is the client's per-train time, START sent → estimate made (the handshake
-//! happens once per call and is reported separately); the goal is train length + RTT + 20 ms.
+//! estimate's time is the client's per-train time, START sent → estimate made (the last packet,
+//! or the client's judging deadline, handshake RTT + train length + 10 ms, when the train's own
+//! queue still holds its tail); the handshake happens once per call and is reported separately.
+//! The goal is train length + RTT + 20 ms.
+//!
+//! **Two estimators, one train.** Each train is judged with the client's defaults and again
+//! from the same received records with the other decrease factor, so the table compares the
+//! papers' `F = 1.5` with our `F = 5` ([`RAMP_DECREASE_FACTOR`]) on identical data. The goal
+//! lines compare PathQuick with pathChirp as published (its `F = 1.5`).
 //!
 //! **Priorities.** On a small shared machine (2 cores here, compilers running) the server's
 //! pacer thread was preempted mid-train: PathQuick packets up to 8 ms late (a late packet shifts
@@ -37,7 +44,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use headroom_core::abw::{EstimatorConfig, Method, Outcome};
+use headroom_core::abw::{estimate_train, EstimatorConfig, Method, Outcome, RAMP_DECREASE_FACTOR};
 use headroom_core::units::{parse_bytes, parse_dur, parse_rate, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
@@ -108,6 +115,8 @@ const PROBE_PRIORITY: i32 = GENERATOR_PRIORITY + 1;
 pub struct BenchRow {
     pub cross: Rate,
     pub method: Method,
+    /// The estimator's decrease factor `F` this row was judged with.
+    pub decrease_factor: f64,
     pub verdict: &'static str,
     pub value: Option<Rate>,
     /// START sent → estimate made.
@@ -246,9 +255,8 @@ fn run_level(
     for _ in 0..a.trains {
         for method in [Method::PathQuick, Method::PathChirp] {
             let mut opts = EstimateOptions {
-                method,
                 repeat: 1,
-                ..EstimateOptions::default()
+                ..EstimateOptions::for_method(method)
             };
             if a.knee_fit {
                 opts.estimator = EstimatorConfig {
@@ -257,6 +265,7 @@ fn run_level(
                 };
             }
             let realtime = !a.no_realtime;
+            let estimator = opts.estimator;
             let e = tb.run_in("r1", move || {
                 if realtime {
                     sys::set_realtime(PROBE_PRIORITY);
@@ -264,12 +273,23 @@ fn run_level(
                 estimate_addr(server, &opts).map_err(anyhow::Error::from)
             })?;
             let t = e.trains.first().context("no train in the estimate")?;
-            let verdict = e.outcome.kind();
-            rows.push(BenchRow {
+            // The same train judged with the papers' F and with the ramp's (docs/pathquick.md).
+            for f in DECREASE_FACTORS {
+                let judged = if f == estimator.decrease_factor {
+                    e.outcome.clone()
+                } else {
+                    let cfg = EstimatorConfig {
+                        decrease_factor: f,
+                        ..estimator
+                    };
+                    estimate_train(&t.records, &cfg).outcome
+                };
+                rows.push(BenchRow {
                 cross,
                 method,
-                verdict,
-                value: match e.outcome {
+                decrease_factor: f,
+                verdict: judged.kind(),
+                value: match judged {
                     Outcome::Inconclusive { .. } => None,
                     ref o => o.value(),
                 },
@@ -280,20 +300,25 @@ fn run_level(
                 lost: t.estimate.lost,
                 spacing_error_max: t.spacing_error_max,
             });
+            }
             std::thread::sleep(Duration::from_nanos(a.pause.0));
         }
     }
     Ok(rows)
 }
 
+/// Every train is judged with each of these decrease factors: the papers' and the ramp's.
+const DECREASE_FACTORS: [f64; 2] = [1.5, RAMP_DECREASE_FACTOR];
+
 fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us\n");
+    let mut s = String::from("cross_mbps,method,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1}",
+            "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1}",
             r.cross.as_mbps(),
             r.method.name(),
+            r.decrease_factor,
             r.verdict,
             r.value
                 .map(|v| format!("{:.4}", v.as_mbps()))
@@ -309,16 +334,18 @@ fn csv(rows: &[BenchRow]) -> String {
     s
 }
 
-/// The per-level, per-method table and the issue's goals.
+/// The per-level, per-method table and the issue's goals, for each decrease factor.
 pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     let rtt = a.delay + a.delay;
     let mut s = String::new();
     let _ = writeln!(s, "true A = {} - cross traffic; one train per estimate; budget = train length + RTT ({:.0} ms) + 20 ms", a.rate, rtt.as_secs_f64() * 1e3);
+    let _ = writeln!(s, "every train is judged twice: with pathChirp's decrease factor F = 1.5 (the papers') and with F = {RAMP_DECREASE_FACTOR} (ours)");
     let _ = writeln!(
         s,
-        "{:>6} {:<10} {:>4} {:>7} {:>7} {:>6} {:>10} {:>9} {:>9} {:>9} {:>8} {:>6}",
+        "{:>6} {:<10} {:>4} {:>4} {:>7} {:>7} {:>6} {:>10} {:>9} {:>9} {:>9} {:>8} {:>6}",
         "cross",
         "method",
+        "F",
         "n",
         "median",
         "error",
@@ -330,74 +357,83 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
         "bytes",
         "lost"
     );
-    let mut goals = Vec::new();
-    for &cross in &a.levels {
-        let truth = (a.rate.as_mbps() - cross.as_mbps()).max(0.0);
-        let mut per_method = Vec::new();
-        for method in [Method::PathQuick, Method::PathChirp] {
-            let of: Vec<&BenchRow> = rows
-                .iter()
-                .filter(|r| r.cross == cross && r.method == method)
-                .collect();
-            if of.is_empty() {
-                continue;
+    // (F, cross, method) -> (median error, MAE, median time, all within budget)
+    let mut stats = Vec::new();
+    for f in DECREASE_FACTORS {
+        for &cross in &a.levels {
+            let truth = (a.rate.as_mbps() - cross.as_mbps()).max(0.0);
+            for method in [Method::PathQuick, Method::PathChirp] {
+                let of: Vec<&BenchRow> = rows
+                    .iter()
+                    .filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f)
+                    .collect();
+                if of.is_empty() {
+                    continue;
+                }
+                let mut values: Vec<f64> = of
+                    .iter()
+                    .filter_map(|r| r.value.map(|v| v.as_mbps()))
+                    .collect();
+                let mae = values.iter().map(|v| (v - truth).abs()).sum::<f64>()
+                    / values.len().max(1) as f64;
+                let med = median(&mut values);
+                let mut times: Vec<f64> = of
+                    .iter()
+                    .map(|r| r.train_time.as_secs_f64() * 1e3)
+                    .collect();
+                let tmax = times.iter().cloned().fold(0.0, f64::max);
+                let tmed = median(&mut times);
+                let budget = (of[0].train_length + rtt).as_secs_f64() * 1e3 + 20.0;
+                let within = of
+                    .iter()
+                    .filter(|r| r.train_time.as_secs_f64() * 1e3 <= budget)
+                    .count();
+                let ranges = of
+                    .iter()
+                    .filter(|r| r.verdict == "above_range" || r.verdict == "below_range")
+                    .count();
+                let inc = of.iter().filter(|r| r.verdict == "inconclusive").count();
+                let lost: u32 = of.iter().map(|r| r.lost).sum();
+                let _ = writeln!(
+                    s,
+                    "{:>6.1} {:<10} {:>4} {:>4} {:>7.2} {:>+7.2} {:>6.2} {:>6}/{:<3} {:>6.0} ms {:>6.0} ms {:>5}/{:<3} {:>8} {:>6}",
+                    cross.as_mbps(),
+                    method.name(),
+                    f,
+                    of.len(),
+                    med,
+                    med - truth,
+                    mae,
+                    ranges,
+                    inc,
+                    tmed,
+                    tmax,
+                    within,
+                    of.len(),
+                    of[0].train_bytes.0,
+                    lost
+                );
+                stats.push((f, cross, method, med - truth, mae, tmed, within == of.len()));
             }
-            let mut values: Vec<f64> = of
-                .iter()
-                .filter_map(|r| r.value.map(|v| v.as_mbps()))
-                .collect();
-            let mae =
-                values.iter().map(|v| (v - truth).abs()).sum::<f64>() / values.len().max(1) as f64;
-            let med = median(&mut values);
-            let mut times: Vec<f64> = of
-                .iter()
-                .map(|r| r.train_time.as_secs_f64() * 1e3)
-                .collect();
-            let tmax = times.iter().cloned().fold(0.0, f64::max);
-            let tmed = median(&mut times);
-            let budget = (of[0].train_length + rtt).as_secs_f64() * 1e3 + 20.0;
-            let within = of
-                .iter()
-                .filter(|r| r.train_time.as_secs_f64() * 1e3 <= budget)
-                .count();
-            let ranges = of
-                .iter()
-                .filter(|r| r.verdict == "above_range" || r.verdict == "below_range")
-                .count();
-            let inc = of.iter().filter(|r| r.verdict == "inconclusive").count();
-            let lost: u32 = of.iter().map(|r| r.lost).sum();
-            let _ = writeln!(
-                s,
-                "{:>6.1} {:<10} {:>4} {:>7.2} {:>+7.2} {:>6.2} {:>6}/{:<3} {:>6.0} ms {:>6.0} ms {:>5}/{:<3} {:>8} {:>6}",
-                cross.as_mbps(),
-                method.name(),
-                of.len(),
-                med,
-                med - truth,
-                mae,
-                ranges,
-                inc,
-                tmed,
-                tmax,
-                within,
-                of.len(),
-                of[0].train_bytes.0,
-                lost
-            );
-            per_method.push((method, med - truth, mae, tmed, within == of.len()));
-        }
-        if let [(Method::PathQuick, qe, qm, qt, qin), (Method::PathChirp, ce, cm, ct, _)] =
-            per_method[..]
-        {
-            goals.push((cross, qe, qin, [qe.abs() < ce.abs(), qm < cm, qt < ct]));
         }
     }
-    let _ = writeln!(s, "\ngoals (issue 4): PathQuick median error within ±1.5 Mbit/s, every estimate within budget, ahead of pathChirp on error and time");
+    // PathQuick with each F against the baseline as published: pathChirp with its F = 1.5.
+    let mut goals = Vec::new();
+    for &(f, cross, method, qe, qm, qt, qin) in &stats {
+        let baseline = stats
+            .iter()
+            .find(|b| b.0 == DECREASE_FACTORS[0] && b.1 == cross && b.2 == Method::PathChirp);
+        if let (Method::PathQuick, Some(&(_, _, _, ce, cm, ct, _))) = (method, baseline) {
+            goals.push((f, cross, qe, qin, [qe.abs() < ce.abs(), qm < cm, qt < ct]));
+        }
+    }
+    let _ = writeln!(s, "\ngoals (issue 4): PathQuick median error within ±1.5 Mbit/s, every estimate within budget, ahead of pathChirp (its F = 1.5) on error and time");
     let yes = |b: bool| if b { "yes" } else { "no" };
-    for (cross, qe, qin, [median_better, mae_better, time_better]) in goals {
+    for (f, cross, qe, qin, [median_better, mae_better, time_better]) in goals {
         let _ = writeln!(
             s,
-            "  cross {:>4.1} Mbit/s: median error {:+.2} {}, budget {}; ahead of pathChirp on |median error| {}, on MAE {}, on median time {}",
+            "  F {:<3} cross {:>4.1} Mbit/s: median error {:+.2} {}, budget {}; ahead of pathChirp on |median error| {}, on MAE {}, on median time {}",
+            f,
             cross.as_mbps(),
             qe,
             if qe.abs() <= 1.5 { "met" } else { "MISSED" },

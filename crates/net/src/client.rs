@@ -10,7 +10,7 @@ use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
 use crate::wire::{ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::{
     estimate_train, excursion::combine, ChirpSpec, DesignError, EstimatorConfig, Method, Outcome,
-    ProbeRecord, QuickSpec, TrainDesign, TrainEstimate,
+    ProbeRecord, QuickSpec, TrainDesign, TrainEstimate, RAMP_DECREASE_FACTOR,
 };
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 use std::fmt;
@@ -40,12 +40,31 @@ pub struct EstimateOptions {
     /// Use exactly this train instead of designing one from the rates above.
     pub design: Option<TrainDesign>,
     pub estimator: EstimatorConfig,
+    /// Judge each train at `handshake RTT + train length + judge_slack` after asking for it,
+    /// with the packets that have arrived by then; `None` waits for the whole train (or
+    /// `timeout`). See [`run_train`]'s doc.
+    pub judge_slack: Option<Duration>,
 }
 
 impl Default for EstimateOptions {
+    /// [`EstimateOptions::for_method`] of PathQuick.
     fn default() -> Self {
+        EstimateOptions::for_method(Method::PathQuick)
+    }
+}
+
+impl EstimateOptions {
+    /// The defaults for one method. The estimator's differ from [`EstimatorConfig::default`]
+    /// (the papers') in two measured ways (docs/pathquick.md, testbed section):
+    /// - `delay_floor` 20 µs: on the namespace testbed an idle path's one-way delays wander by
+    ///   ±10–20 µs from packet to packet (delay box, kernel timestamps); with a 5 µs floor such
+    ///   wander started excursions that a larger `F` never ended.
+    /// - PathQuick uses `F` = [`RAMP_DECREASE_FACTOR`] (5): with pathChirp's 1.5 its median
+    ///   error on the testbed was +1.3 to +1.8 Mbit/s under 3–9 Mbit/s of cross traffic, with
+    ///   5 it was +0.6 to +0.7. pathChirp, the baseline, keeps its own 1.5.
+    pub fn for_method(method: Method) -> EstimateOptions {
         EstimateOptions {
-            method: Method::PathQuick,
+            method,
             b_min: None,
             b_max: Rate::from_mbps(12),
             max_size: Bytes(1500),
@@ -54,9 +73,14 @@ impl Default for EstimateOptions {
             timeout: Duration::from_secs(2),
             design: None,
             estimator: EstimatorConfig {
-                delay_floor: Dur::from_micros(5),
+                delay_floor: Dur::from_micros(20),
+                decrease_factor: match method {
+                    Method::PathQuick => RAMP_DECREASE_FACTOR,
+                    Method::PathChirp => EstimatorConfig::default().decrease_factor,
+                },
                 ..EstimatorConfig::default()
             },
+            judge_slack: Some(Duration::from_millis(10)),
         }
     }
 }
@@ -76,6 +100,8 @@ pub struct Quality {
     pub spacing_error_max: Dur,
     /// Packets the server sent more than 50 µs late.
     pub late_packets: u32,
+    /// Packets that arrived after their train was judged ([`TrainReport::after_deadline`]).
+    pub after_deadline: u32,
     /// Every packet carried a kernel receive timestamp.
     pub kernel_timestamps: bool,
 }
@@ -85,8 +111,14 @@ pub struct Quality {
 pub struct TrainReport {
     pub train: u32,
     pub estimate: TrainEstimate,
-    /// From sending START to the last packet (or END) of the train.
+    /// From sending START to the estimate: the last packet of the train, or the judging
+    /// deadline when packets were still queued (see [`EstimateOptions::judge_slack`]).
     pub elapsed: Duration,
+    /// Packets that arrived after the judging deadline, left out of the estimate.
+    pub after_deadline: u32,
+    /// The train as received (lost packets have no receive time), for re-estimating it with
+    /// other [`EstimatorConfig`]s.
+    pub records: Vec<ProbeRecord>,
     /// Wall-clock time the train's estimate was ready (for `.instbw` lines).
     pub finished_at: Time,
     pub spacing_error_mean: Dur,
@@ -315,11 +347,13 @@ pub fn estimate_addr(
     let nonce = random_nonce();
     let per_try = options.timeout / 3;
     let mut cookie = None;
+    let mut handshake_rtt = Duration::ZERO;
     'tries: for _ in 0..3 {
         Msg::Hello { nonce }.encode(&mut out);
         sock.send(&out)
             .map_err(|e| io_err(server, "challenge", options.timeout, e))?;
-        let deadline = Instant::now() + per_try;
+        let hello_sent = Instant::now();
+        let deadline = hello_sent + per_try;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -336,6 +370,7 @@ pub fn estimate_addr(
                     {
                         if got == nonce {
                             cookie = Some(c);
+                            handshake_rtt = hello_sent.elapsed();
                             break 'tries;
                         }
                     }
@@ -361,6 +396,9 @@ pub fn estimate_addr(
     let mut reports = Vec::new();
     let mut all_kernel = kernel_ts_on;
     let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
+    let judge_after = options
+        .judge_slack
+        .map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
     let base_train = (nonce as u32) & 0x7fff_ffff;
     for r in 0..options.repeat.max(1) {
         let train = base_train.wrapping_add(r);
@@ -376,6 +414,7 @@ pub fn estimate_addr(
                 &params,
                 &schedule,
                 train_timeout,
+                judge_after,
                 options,
                 &mut buf,
                 &mut out,
@@ -419,6 +458,7 @@ pub fn estimate_addr(
         q.reordered += e.reordered;
         q.duplicates += e.duplicates;
         q.late_packets += rep.late;
+        q.after_deadline += rep.after_deadline;
         q.spacing_error_max = q.spacing_error_max.max(rep.spacing_error_max);
         err_sum += rep.spacing_error_mean.0;
         if e.probed.1 > Rate::ZERO {
@@ -447,6 +487,17 @@ pub fn estimate_addr(
     })
 }
 
+/// Asks for one train and collects it.
+///
+/// **When the train is judged.** The estimate is made when every packet has arrived or, with
+/// `judge_after` (handshake RTT + train length + [`EstimateOptions::judge_slack`]), at that
+/// moment after START, whichever comes first. A train above the available bandwidth queues
+/// behind itself, so its last packets arrive late (15–35 ms on the paper's 12 Mbit/s path at
+/// 9 Mbit/s of cross traffic); they probe rates past the knee, which the estimate does not
+/// need. Packets not yet arrived at the deadline are left out of the train (it is judged as if
+/// it had ended with the last packet received, not as a tail loss) and counted in
+/// [`TrainReport::after_deadline`]. After judging, the client still waits up to 50 ms for the
+/// server's END (its spacing report); that wait is not part of [`TrainReport::elapsed`].
 #[allow(clippy::too_many_arguments)]
 fn run_train(
     sock: &UdpSocket,
@@ -457,6 +508,7 @@ fn run_train(
     params: &TrainParams,
     schedule: &[headroom_core::abw::TrainPacket],
     timeout: Duration,
+    judge_after: Option<Duration>,
     options: &EstimateOptions,
     buf: &mut [u8],
     out: &mut Vec<u8>,
@@ -478,21 +530,39 @@ fn run_train(
     sock.send(out)
         .map_err(|e| io_err(server, "train", timeout, e))?;
     let mut deadline = started + timeout;
+    let judge_at = judge_after.map(|d| started + d);
     let mut last = started;
-    let mut complete_at: Option<Instant> = None;
+    // When the estimate's inputs were closed: all packets in, or the judging deadline.
+    let mut judged_at: Option<Instant> = None;
+    let mut cut = false;
+    let mut after_deadline = 0u32;
     loop {
         let now = Instant::now();
-        if received == n && complete_at.is_none() {
-            // The estimate is ready; give the END (sent right after the last probe) a moment
-            // to bring the server's spacing error, without counting that wait as elapsed.
-            complete_at = Some(last);
-            deadline = deadline.min(now + Duration::from_millis(50));
+        if judged_at.is_none() {
+            if received == n {
+                judged_at = Some(last);
+            } else if let Some(j) = judge_at.filter(|&j| now >= j) {
+                judged_at = Some(j);
+                cut = true;
+            }
+            if judged_at.is_some() {
+                // The estimate is ready; give the END (sent right after the last probe) a
+                // moment to bring the server's spacing error, without counting that wait.
+                deadline = deadline.min(now + Duration::from_millis(50));
+            }
         }
-        if (received == n && end.is_some()) || now >= deadline {
+        if (judged_at.is_some() && end.is_some()) || now >= deadline {
             break;
         }
-        sock.set_read_timeout(Some(deadline - now))
-            .map_err(ProbeError::Io)?;
+        let wake = match (judged_at, judge_at) {
+            (None, Some(j)) => deadline.min(j),
+            _ => deadline,
+        };
+        sock.set_read_timeout(Some(
+            wake.saturating_duration_since(now)
+                .max(Duration::from_micros(10)),
+        ))
+        .map_err(ProbeError::Io)?;
         let (len, at, k) = match recv_timestamped(sock, buf) {
             Ok(x) => x,
             Err(e)
@@ -501,7 +571,7 @@ fn run_train(
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                break
+                continue // the loop's head decides: judge now, or give up
             }
             Err(e) => return Err(io_err(server, "train", timeout, e)),
         };
@@ -516,6 +586,8 @@ fn run_train(
                 if i < n {
                     if got[i].is_some() {
                         duplicates += 1;
+                    } else if judged_at.is_some() {
+                        after_deadline += 1;
                     } else {
                         got[i] = Some((send_offset_ns, at));
                         received += 1;
@@ -532,8 +604,8 @@ fn run_train(
                 ..
             }) if t == train => {
                 end = Some((spacing_err_mean_ns, spacing_err_max_ns, late));
-                if complete_at.is_none() {
-                    last = Instant::now();
+                if judged_at.is_none() {
+                    last = Instant::now(); // losses: the train is over when its END is in
                 }
                 // Anything still queued in the socket arrives within a moment.
                 deadline = deadline.min(Instant::now() + Duration::from_millis(2));
@@ -553,7 +625,13 @@ fn run_train(
             after: timeout,
         });
     }
-    let records: Vec<ProbeRecord> = schedule
+    // A cut train ends with its last packet received; packets after it were still on their way.
+    let judged_len = if cut {
+        got.iter().rposition(|g| g.is_some()).map_or(0, |i| i + 1)
+    } else {
+        n
+    };
+    let records: Vec<ProbeRecord> = schedule[..judged_len]
         .iter()
         .enumerate()
         .map(|(i, p)| match got[i] {
@@ -579,7 +657,9 @@ fn run_train(
         TrainReport {
             train,
             estimate,
-            elapsed: last.duration_since(started),
+            elapsed: judged_at.unwrap_or(last).duration_since(started),
+            after_deadline,
+            records,
             finished_at: realtime_now(),
             spacing_error_mean: Dur(mean as u64),
             spacing_error_max: Dur(max as u64),

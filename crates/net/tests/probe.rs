@@ -297,3 +297,81 @@ fn caps_are_enforced() {
     }
     assert_eq!(settled(&server.stats().trains_completed, 2), 2);
 }
+
+/// A stand-in server that answers the handshake and sends `small_train()` with its last `late`
+/// packets held back by `hold` (a tail queued behind the train itself), then END.
+fn late_tail_server(late: usize, hold: Duration, trains: usize) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (mut buf, mut out, mut pkt) = (vec![0u8; 2048], Vec::new(), vec![0u8; 2048]);
+        let mut served = 0;
+        while served < trains {
+            let Ok((len, peer)) = sock.recv_from(&mut buf) else { return };
+            match Msg::decode(&buf[..len]) {
+                Ok(Msg::Hello { nonce }) => {
+                    Msg::Challenge {
+                        nonce,
+                        cookie: [7; 16],
+                        max_rate_bps: 1_000_000_000,
+                        max_packets: 1000,
+                        max_size: 1500,
+                    }
+                    .encode(&mut out);
+                    sock.send_to(&out, peer).unwrap();
+                }
+                Ok(Msg::Start { train, .. }) => {
+                    let schedule = small_train().schedule();
+                    let n = schedule.len();
+                    let start = Instant::now();
+                    for (i, p) in schedule.iter().enumerate() {
+                        let mut at = start + Duration::from_nanos(p.offset.0);
+                        if i >= n - late {
+                            at += hold;
+                        }
+                        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                        let payload = (p.size.0 - 28) as usize;
+                        let sent = headroom_net::wire::encode_probe(
+                            &mut pkt, payload, train, i as u16, n as u16, p.offset.0,
+                        );
+                        sock.send_to(sent, peer).unwrap();
+                    }
+                    Msg::End { train, sent: n as u16, late: 0, spacing_err_mean_ns: 0, spacing_err_max_ns: 0 }
+                        .encode(&mut out);
+                    sock.send_to(&out, peer).unwrap();
+                    served += 1;
+                }
+                _ => {}
+            }
+        }
+    });
+    (addr, handle)
+}
+
+#[test]
+fn a_late_tail_is_cut_at_the_judging_deadline() {
+    let hold = Duration::from_millis(150);
+    let (addr, server) = late_tail_server(6, hold, 2);
+    let train = small_train();
+    let length = Duration::from_nanos(train.train_length().0);
+    let n = train.packets();
+    // Judged at handshake RTT + train length + 10 ms: the six held packets are left out.
+    let opts = EstimateOptions { design: Some(train.clone()), ..EstimateOptions::default() };
+    assert_eq!(opts.judge_slack, Some(Duration::from_millis(10)));
+    let e = estimate_addr(addr, &opts).unwrap();
+    let t = &e.trains[0];
+    assert_eq!(t.estimate.packets, n - 6, "{:?}", t.estimate);
+    assert_eq!(t.estimate.lost, 0, "packets not yet arrived are not losses");
+    assert!(t.elapsed < length + Duration::from_millis(40), "judged after {:?}", t.elapsed);
+    assert!(t.elapsed >= length, "judged before the train could end: {:?}", t.elapsed);
+    // Waiting for the tail: every packet is judged, and the wait shows in the time.
+    let opts = EstimateOptions { judge_slack: None, ..opts };
+    let e = estimate_addr(addr, &opts).unwrap();
+    let t = &e.trains[0];
+    assert_eq!(t.estimate.packets, n);
+    assert_eq!(t.estimate.received, n);
+    assert_eq!(t.after_deadline, 0);
+    assert!(t.elapsed >= length + hold, "{:?}", t.elapsed);
+    server.join().unwrap();
+}

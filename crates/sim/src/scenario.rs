@@ -258,6 +258,12 @@ pub struct ProbeSpec {
     pub stream_len: Option<usize>,
     #[serde(default, deserialize_with = "de_opt_rate")]
     pub link_rate: Option<Rate>,
+    /// PathQuick / pathChirp estimator: pathChirp's decrease factor `F` (default 1.5) and
+    /// busy-period threshold `L` in gaps (default 5).
+    #[serde(default)]
+    pub decrease_factor: Option<f64>,
+    #[serde(default)]
+    pub busy_period: Option<usize>,
 }
 
 /// One or more identical UDP sources.

@@ -66,6 +66,19 @@ pub fn make_prober(p: &ProbeSpec, start: Dur, stat: u32, stop: Dur) -> Result<Bo
         return Err("stop must come after start".into());
     }
     let interval = p.interval;
+    let mut estimator = EstimatorConfig::default();
+    if let Some(f) = p.decrease_factor {
+        if !(f > 1.0 && f.is_finite()) {
+            return Err(format!("decrease_factor must be a number above 1, got {f}"));
+        }
+        estimator.decrease_factor = f;
+    }
+    if let Some(l) = p.busy_period {
+        if l == 0 {
+            return Err("busy_period must be at least 1 gap".into());
+        }
+        estimator.busy_period = l;
+    }
     match p.method.get_ref().as_str() {
         "pathquick" => {
             let mut spec = QuickSpec::paper();
@@ -84,7 +97,7 @@ pub fn make_prober(p: &ProbeSpec, start: Dur, stat: u32, stop: Dur) -> Result<Bo
             }
             let design = spec.solve().map_err(|e| e.to_string())?;
             let d = TrainDesign::PathQuick(design);
-            Ok(Box::new(TrainProber::new(d, EstimatorConfig::default(), start, interval.unwrap_or(Dur::from_secs(1)), Dur::from_secs(1), stop, stat)))
+            Ok(Box::new(TrainProber::new(d, estimator, start, interval.unwrap_or(Dur::from_secs(1)), Dur::from_secs(1), stop, stat)))
         }
         "pathchirp" => {
             let mut spec = ChirpSpec::paper();
@@ -102,7 +115,7 @@ pub fn make_prober(p: &ProbeSpec, start: Dur, stat: u32, stop: Dur) -> Result<Bo
             }
             let design = spec.design().map_err(|e| e.to_string())?;
             let d = TrainDesign::PathChirp(design);
-            Ok(Box::new(TrainProber::new(d, EstimatorConfig::default(), start, interval.unwrap_or(Dur::from_secs(1)), Dur::from_secs(1), stop, stat)))
+            Ok(Box::new(TrainProber::new(d, estimator, start, interval.unwrap_or(Dur::from_secs(1)), Dur::from_secs(1), stop, stat)))
         }
         "imtcp-echo" => {
             // The world first polls the prober at the flow's start time.

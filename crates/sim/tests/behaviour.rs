@@ -190,6 +190,15 @@ fn malformed_scenarios_name_the_line_and_key() {
         (base.replacen("[trace]", "[trace\n", 1), &["line"]),
         ("duration = \"1s\"\n".to_string(), &["no `[[link]]`"]),
     ];
+    let fig6 = repo_file("scenarios/pathquick/fig6.toml");
+    let probe = "method = \"pathquick\"";
+    let cases: Vec<(String, &[&str])> = cases
+        .into_iter()
+        .chain([
+            (fig6.replacen(probe, &format!("{probe}\ndecrease_factor = 0.5"), 1), &["line", "probe[0]", "decrease_factor", "above 1"][..]),
+            (fig6.replacen(probe, &format!("{probe}\nbusy_period = 0"), 1), &["line", "probe[0]", "busy_period"][..]),
+        ])
+        .collect();
     for (src, needles) in cases {
         let e = Scenario::parse(&src, "bad.toml").expect_err("must be rejected").to_string();
         assert!(e.starts_with("bad.toml"), "error names the file: {e}");

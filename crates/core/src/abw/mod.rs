@@ -43,7 +43,10 @@ pub mod pathquick;
 use crate::units::{Bytes, Dur, Rate, Time};
 use std::fmt;
 
-pub use excursion::{estimate_train, EstimatorConfig, Excursion, Outcome, Smoother, TrainEstimate};
+pub use excursion::{
+    estimate_train, EstimatorConfig, Excursion, Outcome, Smoother, TrainEstimate,
+    RAMP_DECREASE_FACTOR,
+};
 pub use pathchirp::{ChirpDesign, ChirpSpec};
 pub use pathquick::{QuickDesign, QuickSpec};
 

@@ -1,0 +1,61 @@
+//! PathQuick on the namespace testbed (root only; prints `SKIP: <reason>` otherwise): the
+//! issue-4 goal at one level of `headroom probe-bench`. A 12 Mbit/s tbf bottleneck, 26 ms each
+//! way, 6 Mbit/s of Poisson UDP cross traffic (1000-byte packets): PathQuick's median estimate
+//! within ±1.5 Mbit/s of the 6 Mbit/s available, and its median time per estimate within
+//! train length + RTT + 20 ms.
+
+use std::process::Command;
+
+#[test]
+fn pathquick_meets_its_accuracy_and_time_goal_on_the_testbed() {
+    if let Some(why) = headroom_testbed::unsupported_reason() {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP: {why}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("headroom-probe-testbed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("bench.csv");
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["probe-bench", "--levels", "6Mbps", "--trains", "9", "--csv"])
+        .arg(&csv)
+        .output()
+        .expect("run headroom probe-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "probe-bench failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (method, f, value, time, length) = (
+        col("method"),
+        col("decrease_factor"),
+        col("estimate_mbps"),
+        col("train_time_ms"),
+        col("train_length_ms"),
+    );
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|r| r[method] == "pathquick" && r[f] == "5")
+        .collect();
+    assert_eq!(rows.len(), 9, "{text}");
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let estimates: Vec<f64> = rows.iter().filter_map(|r| r[value].parse().ok()).collect();
+    assert!(estimates.len() >= 8, "too few estimates: {text}");
+    let error = median(estimates) - 6.0;
+    let times: Vec<f64> = rows.iter().map(|r| r[time].parse().unwrap()).collect();
+    let budget = rows[0][length].parse::<f64>().unwrap() + 52.0 + 20.0;
+    let t = median(times);
+    eprintln!("PathQuick at A = 6 Mbit/s: median error {error:+.2} Mbit/s, median time {t:.1} ms (budget {budget:.0} ms)\n{stdout}");
+    assert!(error.abs() <= 1.5, "median error {error:+.2} Mbit/s\n{stdout}");
+    assert!(t <= budget, "median time {t:.1} ms over the {budget:.0} ms budget\n{stdout}");
+}
