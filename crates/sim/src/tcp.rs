@@ -20,6 +20,8 @@
 //!
 //! Retransmissions triggered by the controller (fast retransmit, NewReno's partial ACKs) go on
 //! the wire directly and tell the send buffer, which may flush (ImTCP §3.5).
+//! An ImTCP control unit in the buffer (`window_listener`) is told the send window each time
+//! TCP is about to release segments.
 //!
 //! # Receiver
 //! Cumulative ACKs. In-order segments are acknowledged at once, or with delayed ACK every second
@@ -35,6 +37,7 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use headroom_core::cc::{AckAction, AckEvent, CongestionControl, Segment, SendBuffer, SentEvent};
+use headroom_core::imtcp::SharedImtcp;
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 
 use crate::net::{Ev, Kind, Net, NodeId, Packet};
@@ -137,6 +140,11 @@ pub struct TcpConn {
     pub params: TcpParams,
     pub cc: Box<dyn CongestionControl>,
     pub buffer: Option<Box<dyn SendBuffer>>,
+    /// ImTCP's control unit when it is (inside) `buffer`: told TCP's send window before every
+    /// release (ImTCP §3.3 stores nothing while the window is below N; without this it infers
+    /// the window from the ACKs, which after a timeout's cumulative ACK is the pre-timeout
+    /// flight, not the collapsed cwnd).
+    pub window_listener: Option<SharedImtcp>,
     /// Bytes to transfer (`u64::MAX` for an endless bulk flow).
     pub total: u64,
     /// False once a bulk flow's stop time passed: no new data.
@@ -206,6 +214,7 @@ impl TcpConn {
             params,
             cc,
             buffer,
+            window_listener: None,
             total,
             sending: true,
             snd_una: 0,
@@ -265,6 +274,9 @@ impl TcpConn {
     pub fn try_send(&mut self, net: &mut Net) {
         let now = net.now;
         let mss = self.params.mss as u64;
+        if let Some(l) = &self.window_listener {
+            l.set_window(self.cc.window().send_window(Bytes(self.params.max_window)));
+        }
         loop {
             if self.snd_nxt >= self.total || (!self.sending && self.snd_nxt >= self.snd_max) {
                 break;

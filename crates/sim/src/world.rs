@@ -454,6 +454,7 @@ impl World {
                     let shared = make_imtcp(spec, params.delayed_ack).map_err(|e| format!("tcp[{i}].imtcp: {e}"))?;
                     if let Some(c) = w.conns[conn as usize].as_mut() {
                         c.buffer = Some(Box::new(shared.clone()));
+                        c.window_listener = Some(shared.clone());
                     }
                     w.inline.push((stat, shared));
                 }

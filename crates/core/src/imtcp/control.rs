@@ -40,14 +40,19 @@
 //!   less than its maximum of N", a guard that only makes sense for an increment, and a smaller
 //!   m can only make failures more likely.)
 //! - **T** = `M/A·(N-1) + 4·D_RTT`: `M/A·(N-1)` is meant as the time TCP takes to hand over N
-//!   segments, which the paper equates with the available bandwidth `A`; headroom uses the lower
-//!   of the smoothed estimate Ā and TCP's own rate (window / SRTT), identical when TCP fills the
-//!   available bandwidth (the paper's case) and still able to form streams when the sender is
-//!   slower (window- or application-limited). `D_RTT` is the RTT mean deviation (RFC 6298's RTTVAR, which headroom
-//!   computes from the ACKs' RTT samples), `M` the segment's wire size. Choice: T is capped at
-//!   `max_storing_rtts` SRTTs (default 1) so that a stale low estimate can never hold segments
-//!   for longer than an RTT (TCP's RTO is at least one RTT away). [`StoringTimer::Fixed`] gives
-//!   Table 2's fixed timers.
+//!   segments, which the paper equates with the available bandwidth `A` "obtained from the
+//!   measurement results": headroom uses the smoothed result Ā ([`StoringRate::Estimate`];
+//!   before the first result TCP's own rate, window / SRTT). `D_RTT` is the RTT mean deviation
+//!   (RFC 6298's RTTVAR, computed from the ACKs' RTT samples), `M` the segment's wire size.
+//!   Choice: T is capped at `max_storing_rtts` SRTTs (default 1). The timer runs from the
+//!   release of the first held segment, so no segment waits longer than T for its stream.
+//!   [`StoringTimer::Fixed`] gives Table 2's fixed timers. Opt-in
+//!   [`StoringRate::SlowerOfEstimateAndTcp`] (headroom's earlier default, beyond the paper)
+//!   uses min(Ā, window/SRTT): it lets a window-limited sender fill streams, but on a Reno
+//!   flow whose window is near N it holds almost the whole window for up to one SRTT on every
+//!   storing attempt. Measured in the simulator (Fig. 13 network, 10 ImTCP + 10 Reno flows,
+//!   20-RTT interval, seeds 1-4, with the window coupling): ImTCP/Reno 0.755 with it, 0.926
+//!   with the paper's Ā (docs/imtcp.md, "Where ImTCP loses throughput").
 //! - **At most one measurement per RTT**: a measurement starts at least one SRTT after the
 //!   previous one started, and `interval_rtts` SRTTs after the previous one ended (Fig. 13).
 //! - **Delayed ACK** (§3.5.1): only ACKs whose cumulative number equals the end of a stream
@@ -78,6 +83,9 @@
 //!
 //! - The window is taken from [`ImtcpBuffer::set_window`] when the driver calls it, else inferred
 //!   from ACKs as `in_flight + newly_acked` (what was outstanding, held segments included).
+//!   Drivers should call it: after a timeout the first ACK is often cumulative over the whole
+//!   pre-timeout flight, and the inference then reports that flight while cwnd is 1-2
+//!   segments (the simulator calls it before every release).
 //! - A stream packet is late when it is not in the buffer at its due time; the stream fails if
 //!   it is still missing `late_tolerance` × the planned gap later (default 0.5; the paper has
 //!   no tolerance, a discrete-event driver may release and poll in either order at one instant).
@@ -114,12 +122,28 @@ pub enum StoringTimer {
     Fixed(Dur),
 }
 
+/// Which rate `A` the adaptive storing timer's `K = M/A·(N-1)` uses (§3.4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StoringRate {
+    /// The paper's: the smoothed measurement result `Ā` (before the first result, TCP's own
+    /// rate, window / SRTT).
+    #[default]
+    Estimate,
+    /// Opt-in, beyond the paper: the lower of `Ā` and TCP's own rate (window / SRTT), for a
+    /// sender slower than the available bandwidth (window- or application-limited), which then
+    /// gets time to fill a stream. On a Reno flow whose window is near N it lets the unit
+    /// hold almost the whole window for up to the cap (one SRTT) on every storing attempt.
+    SlowerOfEstimateAndTcp,
+}
+
 /// Parameters of [`ImtcpBuffer`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ControlConfig {
     pub measurement: MeasurementConfig,
     pub m_policy: MPolicy,
     pub storing_timer: StoringTimer,
+    /// `A` of the adaptive storing timer.
+    pub storing_rate: StoringRate,
     /// Pause between the end of a measurement and the start of the next, in SRTTs (Fig. 13).
     pub interval_rtts: f64,
     /// Bytes added to each segment's payload to get its size on the wire (IPv4 + TCP: 40).
@@ -138,6 +162,7 @@ impl Default for ControlConfig {
             storing_timer: StoringTimer::Adaptive {
                 max_storing_rtts: Some(1.0),
             },
+            storing_rate: StoringRate::Estimate,
             interval_rtts: 0.0,
             header_bytes: Bytes(40),
             late_tolerance: 0.5,
@@ -197,6 +222,16 @@ pub struct ControlStats {
 /// Bound on undrained first-packet waiting times.
 const MAX_WAIT_SAMPLES: usize = 1 << 16;
 
+/// One sample of Fig. 9: how long the first segment of a measurement stream waited in the
+/// buffer (from its release by TCP until it left as the stream's first packet), with the
+/// storing timer `T` that was armed for it. The stream starts when `m` segments are held, at
+/// the latest when `T` expires, so `wait <= storing_timer` always holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstPacketWait {
+    pub wait: Dur,
+    pub storing_timer: Dur,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct ProbeRef {
     key: StreamKey,
@@ -222,7 +257,9 @@ pub struct ImtcpBuffer {
     mss: Bytes,
     window_hint: Option<Bytes>,
     window_seen: Option<Bytes>,
-    first_waits: Vec<Dur>,
+    first_waits: Vec<FirstPacketWait>,
+    /// `T` of the storing timer armed last (for [`FirstPacketWait`]).
+    armed_storing_time: Dur,
     /// End of the highest segment released so far.
     highest_released: u64,
     /// After a retransmission, measuring resumes once an ACK reaches this (§3.5.3).
@@ -275,6 +312,7 @@ impl ImtcpBuffer {
             window_hint: None,
             window_seen: None,
             first_waits: Vec::new(),
+            armed_storing_time: Dur::ZERO,
             highest_released: 0,
             recover: 0,
             stats: ControlStats::default(),
@@ -307,8 +345,9 @@ impl ImtcpBuffer {
     pub fn smoothed(&self) -> Option<Rate> {
         self.measurer.smoothed()
     }
-    /// Drains the waiting times of the first segment of each stream (Fig. 9's CDF).
-    pub fn take_first_packet_waits(&mut self) -> Vec<Dur> {
+    /// Drains the waiting times of the first segment of each stream sent (Fig. 9's CDF), with
+    /// the storing timer armed for each; at most 65,536 undrained samples are kept.
+    pub fn take_first_packet_waits(&mut self) -> Vec<FirstPacketWait> {
         std::mem::take(&mut self.first_waits)
     }
 
@@ -336,13 +375,12 @@ impl ImtcpBuffer {
             StoringTimer::Adaptive { max_storing_rtts } => {
                 let m_bytes = self.mss + self.cfg.header_bytes;
                 // K = M/A·(N-1) is the time TCP takes to hand over N segments; the paper takes
-                // TCP's rate ≈ A. Use the lower of Ā and TCP's own rate (window / SRTT) so that a
-                // sender slower than the available bandwidth still gets time to fill a stream.
+                // TCP's rate ≈ A, the measured available bandwidth.
                 let tcp_rate = self.window().map(|w| w.per(srtt)).filter(|r| r.0 > 0);
                 let est = self.measurer.smoothed().filter(|r| r.0 > 0);
-                let a = match (est, tcp_rate) {
-                    (Some(e), Some(t)) => Some(e.min(t)),
-                    (e, t) => e.or(t),
+                let a = match (self.cfg.storing_rate, est, tcp_rate) {
+                    (StoringRate::SlowerOfEstimateAndTcp, Some(e), Some(t)) => Some(e.min(t)),
+                    (_, e, t) => e.or(t),
                 };
                 let send = match a {
                     Some(a) => Dur(m_bytes.time_at(a).0.saturating_mul(self.n() as u64 - 1)),
@@ -381,9 +419,20 @@ impl ImtcpBuffer {
         ControlState::StorePacket { timer: None }
     }
 
-    fn enter_store(&mut self, now: Time) {
-        let timer = (!self.queue.is_empty()).then(|| now + self.storing_time());
+    fn enter_store(&mut self, _now: Time) {
+        let timer = self.arm_storing_timer();
         self.state = ControlState::StorePacket { timer };
+    }
+
+    /// Arms the storing timer from the release of the first held segment (None: nothing held).
+    /// A storing episode can carry held segments over from an instant transition (a
+    /// measurement that ends early on an ACK while the next stream is being stored goes
+    /// through PASS PACKET and back to STORE PACKET at once); counting from their release
+    /// keeps every hold within `T`.
+    fn arm_storing_timer(&mut self) -> Option<Time> {
+        let first = self.queue.front()?.1;
+        self.armed_storing_time = self.storing_time();
+        Some(first + self.armed_storing_time)
     }
 
     fn set_state(&mut self, now: Time, s: ControlState) {
@@ -458,8 +507,9 @@ impl ImtcpBuffer {
                         };
                     } else if timer.is_none() && !self.queue.is_empty() {
                         self.state = ControlState::StorePacket {
-                            timer: Some(now + self.storing_time()),
+                            timer: self.arm_storing_timer(),
                         };
+                        continue;
                     }
                     return;
                 }
@@ -617,7 +667,10 @@ impl SendBuffer for ImtcpBuffer {
                     };
                     let wire = self.wire(&seg);
                     if next_j == 1 && self.first_waits.len() < MAX_WAIT_SAMPLES {
-                        self.first_waits.push(now.saturating_since(released));
+                        self.first_waits.push(FirstPacketWait {
+                            wait: now.saturating_since(released),
+                            storing_timer: self.armed_storing_time,
+                        });
                     }
                     self.pop(now);
                     self.measurer.on_probe_sent(plan.key, next_j, now, wire);
@@ -746,6 +799,10 @@ impl SharedImtcp {
     /// Tells the buffer TCP's send window (see [`ImtcpBuffer::set_window`]).
     pub fn set_window(&self, window: Bytes) {
         self.0.borrow_mut().set_window(window)
+    }
+    /// Drains the Fig. 9 samples (see [`ImtcpBuffer::take_first_packet_waits`]).
+    pub fn take_first_packet_waits(&self) -> Vec<FirstPacketWait> {
+        self.0.borrow_mut().take_first_packet_waits()
     }
 }
 
@@ -974,6 +1031,17 @@ mod tests {
         ImtcpBuffer::new(cfg).expect("valid config")
     }
 
+    /// The harness's sender is window-limited (60 segments over ~20 ms: 36 of 60 Mbit/s
+    /// available), the case of the opt-in storing rate: with the paper's A = Ā the storing
+    /// timer (M/Ā·(N-1) ≈ 7 ms, RTTVAR ≈ 0 on the fluid path) is shorter than the ~12 ms TCP
+    /// needs for 35 segments (test `paper_storing_rate_starves_a_window_limited_sender`).
+    fn window_limited() -> ControlConfig {
+        ControlConfig {
+            storing_rate: StoringRate::SlowerOfEstimateAndTcp,
+            ..Default::default()
+        }
+    }
+
     fn path_60_of_100() -> FluidPath {
         FluidPath::new(100.0, 40.0, Dur::from_millis(10), Dur::from_millis(10))
     }
@@ -991,7 +1059,7 @@ mod tests {
 
     #[test]
     fn tracks_60_of_100_and_a_step_to_40() {
-        let mut h = Harness::new(imtcp(ControlConfig::default()), path_60_of_100(), 60);
+        let mut h = Harness::new(imtcp(window_limited()), path_60_of_100(), 60);
         h.run(Time::from_secs_f64(10.0), &[(5.0, 60.0)], |h| h.collect());
         h.collect();
         let est = &h.estimates;
@@ -1037,7 +1105,7 @@ mod tests {
 
     #[test]
     fn segments_out_equal_segments_in_and_in_order() {
-        let mut h = Harness::new(imtcp(ControlConfig::default()), path_60_of_100(), 60);
+        let mut h = Harness::new(imtcp(window_limited()), path_60_of_100(), 60);
         h.app_left = Some(MSS * 20_000);
         h.run(Time::from_secs_f64(10.0), &[], |_| {});
         assert!(h.buf.stats().streams_sent > 10, "{:?}", h.buf.stats());
@@ -1067,7 +1135,7 @@ mod tests {
     fn application_pause_never_strands_segments() {
         // the application writes 50 segments then stops: held segments must leave by the
         // storing timer, not wait for data that never comes
-        let mut h = Harness::new(imtcp(ControlConfig::default()), path_60_of_100(), 60);
+        let mut h = Harness::new(imtcp(window_limited()), path_60_of_100(), 60);
         h.app_left = Some(MSS * 3_000);
         h.run(Time::from_secs_f64(1.0), &[], |_| {});
         h.app_left = Some(MSS * 20);
@@ -1091,7 +1159,7 @@ mod tests {
         let mut im = Harness::new(
             imtcp(ControlConfig {
                 interval_rtts,
-                ..Default::default()
+                ..window_limited()
             }),
             path_60_of_100(),
             window,
@@ -1117,6 +1185,35 @@ mod tests {
     }
 
     #[test]
+    fn paper_storing_rate_starves_a_window_limited_sender() {
+        // §3.4.2 takes TCP's rate ≈ A. A sender held to 36 of 60 Mbit/s by its window needs
+        // longer than M/Ā·(N-1) to hand over N segments: with the paper's A = Ā storing times
+        // out almost every time; the opt-in min(Ā, window/SRTT) forms streams.
+        let run = |storing_rate: StoringRate| {
+            let mut h = Harness::new(
+                imtcp(ControlConfig {
+                    storing_rate,
+                    ..Default::default()
+                }),
+                path_60_of_100(),
+                60,
+            );
+            h.run(Time::from_secs_f64(5.0), &[], |_| {});
+            assert_in_order_and_complete(&h);
+            let waits = h.buf.take_first_packet_waits();
+            assert!(waits.iter().all(|w| w.wait <= w.storing_timer), "{waits:?}");
+            h.buf.stats()
+        };
+        let paper = run(StoringRate::Estimate);
+        let slower = run(StoringRate::SlowerOfEstimateAndTcp);
+        if std::env::var_os("IMTCP_DUMP").is_some() {
+            eprintln!("A = Ā: {paper:?}\nA = min(Ā, W/SRTT): {slower:?}");
+        }
+        assert!(paper.storing_timeouts > 10 * paper.measurements.max(1), "{paper:?}");
+        assert!(slower.measurements > 5 * paper.measurements.max(1), "{slower:?} vs {paper:?}");
+    }
+
+    #[test]
     fn short_fixed_storing_timer_measures_less_often() {
         // Table 2's effect: a storing timer far below the time TCP needs to hand over N
         // segments makes stream creation fail; the adaptive T does not.
@@ -1124,7 +1221,7 @@ mod tests {
             let mut h = Harness::new(
                 imtcp(ControlConfig {
                     storing_timer: timer,
-                    ..Default::default()
+                    ..window_limited()
                 }),
                 path_60_of_100(),
                 60,
@@ -1172,7 +1269,7 @@ mod tests {
 
     #[test]
     fn retransmission_flushes_and_pauses_until_a_new_ack() {
-        let mut h = Harness::new(imtcp(ControlConfig::default()), path_60_of_100(), 60);
+        let mut h = Harness::new(imtcp(window_limited()), path_60_of_100(), 60);
         // run until the buffer is in the middle of a stream with segments held
         let mut hit = false;
         let mut t = 0.3;
@@ -1284,6 +1381,35 @@ mod tests {
     }
 
     #[test]
+    fn storing_timer_counts_from_the_first_held_segment() {
+        // A measurement that ends early on an ACK while the next stream is being stored goes
+        // STORE PACKET → PASS PACKET (awaiting ACKs, all in) → STORE PACKET in one instant, with
+        // the held segments still in the buffer. The new storing episode's timer must run from
+        // their release, not from that instant, or they wait up to 2T (Fig. 9's bound).
+        let mut b = imtcp(ControlConfig {
+            storing_timer: StoringTimer::Fixed(Dur::from_millis(40)),
+            ..Default::default()
+        });
+        b.srtt = Some(Dur::from_millis(20));
+        b.window_hint = Some(Bytes(100 * MSS));
+        b.advance(Time::ZERO);
+        let t0 = Time::from_secs_f64(1.0);
+        for i in 0..5 {
+            b.release(t0, Segment { seq: i * MSS, len: Bytes(MSS), retransmission: false });
+        }
+        assert_eq!(b.state(), &ControlState::StorePacket { timer: Some(t0 + Dur::from_millis(40)) });
+        let t1 = t0 + Dur::from_millis(30);
+        b.set_state(t1, ControlState::StorePacket { timer: None });
+        assert_eq!(b.state(), &ControlState::StorePacket { timer: Some(t0 + Dur::from_millis(40)) });
+        // and it expires on time: everything leaves at t0 + 40 ms
+        assert_eq!(b.next_wakeup(), Some(t0 + Dur::from_millis(40)));
+        assert!(b.poll_transmit(t1 + Dur::from_millis(5)).is_none());
+        let out = std::iter::from_fn(|| b.poll_transmit(t0 + Dur::from_millis(40))).count();
+        assert_eq!(out, 5);
+        assert_eq!(b.stats().max_hold, Dur::from_millis(40));
+    }
+
+    #[test]
     fn retransmitted_segment_release_also_flushes() {
         let mut b = imtcp(ControlConfig::default());
         b.srtt = Some(Dur::from_millis(20));
@@ -1389,7 +1515,7 @@ mod tests {
 
     #[test]
     fn shared_handle_reads_estimates_while_the_sender_owns_the_buffer() {
-        let shared = SharedImtcp::new(imtcp(ControlConfig::default()));
+        let shared = SharedImtcp::new(imtcp(window_limited()));
         let reader = shared.clone();
         let mut h = Harness::new(shared, path_60_of_100(), 60);
         let mut seen = 0;

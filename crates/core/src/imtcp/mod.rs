@@ -68,7 +68,8 @@ pub use algorithm::{
     StreamKind, StreamPlan,
 };
 pub use control::{
-    ControlConfig, ControlState, ControlStats, ImtcpBuffer, MPolicy, PassReason, SharedImtcp, StoringTimer,
+    ControlConfig, ControlState, ControlStats, FirstPacketWait, ImtcpBuffer, MPolicy, PassReason, SharedImtcp, StoringRate,
+    StoringTimer,
 };
 pub use echo::{EchoConfig, EchoProber, Probe, StreamSpacing};
 pub use passive::{Hoe, PassiveEstimator, Rab, Westwood, WestwoodVariant};
