@@ -21,6 +21,17 @@
 //! A retransmission timeout sets `ssthresh = max(FlightSize / 2, 2 * SMSS)` and `cwnd` to one
 //! segment (the loss window), and leaves recovery.
 //!
+//! **The recover guard** ([`RenoConfig::recover_guard`], Reno only; NewReno always has it):
+//! a third duplicate ACK starts fast retransmit only when the cumulative ACK has passed
+//! `recover`, the highest sequence sent when the last fast retransmit or timeout happened. This
+//! is ns-2's `bugFix_` (on by default in ns-2's `Agent/TCP`, "avoids problems with multiple
+//! fast retransmits in one window of data"): after a timeout, go-back-N resends segments the
+//! receiver already holds, whose duplicate ACKs would otherwise start a fresh fast retransmit
+//! and halve `ssthresh` again; with several losses in one window, the later holes wait for
+//! the timeout instead of halving once each. Off by default here, because 4.4BSD's Reno, which
+//! BECC's experiments reproduce, had no such guard; the ImTCP scenarios (ns-2 papers) turn it
+//! on for every flow.
+//!
 //! The threshold rule is selectable ([`SsthreshRule`]): RFC 5681 halves the *flight size*;
 //! RFC 2001 and the 4.4BSD code of the 1990s halved `min(cwnd, receiver window)`, where `cwnd`
 //! still carries fast recovery's inflation. With a receiver window far above the path's capacity
@@ -61,11 +72,21 @@ pub struct RenoConfig {
     /// 4.4BSD's congestion avoidance: `mss * mss / cwnd + mss / 8` per ACK (the extra eighth
     /// of a segment per ACK makes each buffer overflow lose several segments of one window).
     pub bsd_increase: bool,
+    /// Reno: no fast retransmit until the cumulative ACK passes `recover` (ns-2's `bugFix_`;
+    /// module doc). NewReno always behaves so (RFC 6582's careful variant).
+    pub recover_guard: bool,
 }
 
 impl Default for RenoConfig {
     fn default() -> Self {
-        RenoConfig { mss: Bytes(1460), initial_window: 2, initial_ssthresh: None, ssthresh_rule: SsthreshRule::FlightSize, bsd_increase: false }
+        RenoConfig {
+            mss: Bytes(1460),
+            initial_window: 2,
+            initial_ssthresh: None,
+            ssthresh_rule: SsthreshRule::FlightSize,
+            bsd_increase: false,
+            recover_guard: false,
+        }
     }
 }
 
@@ -75,11 +96,12 @@ pub struct Reno {
     variant: Recovery,
     rule: SsthreshRule,
     bsd_increase: bool,
+    recover_guard: bool,
     mss: u64,
     cwnd: u64,
     ssthresh: u64,
     in_recovery: bool,
-    /// NewReno's `recover`: `snd_max` when recovery (or the last timeout) began.
+    /// `recover`: `snd_max` when the last recovery (or timeout) began.
     recover: u64,
     /// Highest sequence number sent, learned from [`CongestionControl::on_sent`].
     snd_max: u64,
@@ -92,6 +114,7 @@ impl Reno {
             variant,
             rule: cfg.ssthresh_rule,
             bsd_increase: cfg.bsd_increase,
+            recover_guard: cfg.recover_guard || variant == Recovery::NewReno,
             mss,
             cwnd: mss * cfg.initial_window.max(1) as u64,
             ssthresh: cfg.initial_ssthresh.map_or(u64::MAX / 4, |b| b.0.max(2 * mss)),
@@ -158,8 +181,9 @@ impl CongestionControl for Reno {
                 return AckAction::None;
             }
             if ev.dup_acks == 3 {
-                // RFC 6582 §3.2 step 2: only when the cumulative ACK passed the last recover.
-                if self.variant == Recovery::NewReno && ev.ack <= self.recover && self.recover != 0 {
+                // RFC 6582 §3.2 step 2 / ns-2 bugFix_: only when the cumulative ACK passed the
+                // last recover.
+                if self.recover_guard && ev.ack <= self.recover && self.recover != 0 {
                     return AckAction::None;
                 }
                 // FlightSize: what was outstanding when the loss was detected.
@@ -308,5 +332,40 @@ mod tests {
             assert_eq!(r.on_ack(&ack(6000, 0, d, 5000, 25_000)), AckAction::None);
         }
         assert!(!r.in_recovery());
+    }
+
+    #[test]
+    fn reno_recover_guard_is_ns2_bugfix() {
+        // Two holes in one window (25,000 bytes outstanding): the first is repaired by fast
+        // retransmit, the partial ACK ends Reno's recovery, and three more duplicate ACKs for
+        // the second hole arrive while the ACK is still below `recover` (25,000).
+        let run = |guard: bool| {
+            let mut r = Reno::reno(RenoConfig { recover_guard: guard, ..cfg() });
+            r.set_cwnd(Bytes(20_000));
+            for d in 1..=3 {
+                r.on_ack(&ack(5000, 0, d, 20_000, 25_000));
+            }
+            let after_first = r.ssthresh();
+            r.on_ack(&ack(8000, 3000, 0, 17_000, 25_000));
+            let second: Vec<AckAction> = (1..=3).map(|d| r.on_ack(&ack(8000, 0, d, 17_000, 25_000))).collect();
+            (after_first, second.contains(&AckAction::FastRetransmit), r.ssthresh())
+        };
+        let (first, again, ssthresh) = run(false);
+        assert!(again, "plain Reno halves once per hole");
+        assert!(ssthresh < first);
+        let (first, again, ssthresh) = run(true);
+        assert!(!again, "the guard waits until the ACK passes recover");
+        assert_eq!(ssthresh, first);
+        // After a timeout, go-back-N's duplicate ACKs below recover start no fast retransmit.
+        let mut r = Reno::reno(RenoConfig { recover_guard: true, ..cfg() });
+        r.on_sent(&SentEvent { now: Time(0), seq: 24_000, len: Bytes(1000), retransmission: false, in_flight: Bytes(0) });
+        r.on_timeout(Time(1), Bytes(20_000));
+        for d in 1..=3 {
+            assert_eq!(r.on_ack(&ack(6000, 0, d, 5000, 25_000)), AckAction::None);
+        }
+        // Past recover, fast retransmit works again.
+        r.on_ack(&ack(26_000, 20_000, 0, 1000, 27_000));
+        let fr = (1..=3).map(|d| r.on_ack(&ack(26_000, 0, d, 1000, 27_000))).any(|a| a == AckAction::FastRetransmit);
+        assert!(fr);
     }
 }

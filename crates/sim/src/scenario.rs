@@ -156,6 +156,10 @@ pub struct TcpSpec {
     /// 4.4BSD congestion avoidance (an extra mss/8 per ACK).
     #[serde(default)]
     pub bsd_increase: bool,
+    /// Reno: no fast retransmit until the cumulative ACK passes `recover` (ns-2's `bugFix_`,
+    /// on by default in ns-2; NewReno always has it).
+    #[serde(default)]
+    pub recover_guard: bool,
     #[serde(default)]
     pub delayed_ack: bool,
     #[serde(default, deserialize_with = "de_opt_dur")]
@@ -300,6 +304,9 @@ pub struct WebSpec {
     pub model: WebModel,
     #[serde(default = "default_cc")]
     pub cc: Spanned<String>,
+    /// Reno: ns-2's `bugFix_` (see `[[tcp]] recover_guard`).
+    #[serde(default)]
+    pub recover_guard: bool,
     #[serde(default)]
     pub mss: Option<u32>,
     #[serde(default)]

@@ -250,6 +250,7 @@ struct WebGroup {
     stat: u32,
     model: WebModel,
     cc: String,
+    recover_guard: bool,
     params: TcpParams,
     stop: Time,
 }
@@ -445,6 +446,7 @@ impl World {
                     initial_ssthresh: None,
                     ssthresh_rule: rule,
                     bsd_increase: t.bsd_increase,
+                    recover_guard: t.recover_guard,
                 };
                 let cc = make_cc(t.cc.get_ref(), cfg);
                 w.stats[stat as usize].cc_state_bytes = Some(cc.state_size());
@@ -511,6 +513,7 @@ impl World {
                 stat,
                 model: ws.model.clone(),
                 cc: ws.cc.get_ref().clone(),
+                recover_guard: ws.recover_guard,
                 params,
                 stop: ws.stop.map_or(end, |d| Time(d.0)),
             });
@@ -751,7 +754,8 @@ impl World {
                 let client = p.endpoint;
                 let g = &self.web[self.clients[client as usize].group as usize];
                 let (srv, cli, stat, params, ccname) = (g.servers, g.clients, g.stat, g.params, g.cc.clone());
-                let cc = make_cc(&ccname, RenoConfig { mss: Bytes(params.mss as u64), ..RenoConfig::default() });
+                let cfg = RenoConfig { mss: Bytes(params.mss as u64), recover_guard: g.recover_guard, ..RenoConfig::default() };
+                let cc = make_cc(&ccname, cfg);
                 let slot = self.open_conn(srv, cli, stat, Owner::Web(client), params, cc, p.seq.max(1));
                 let net = &mut self.net;
                 if let Some(Some(c)) = self.conns.get_mut(slot as usize) {
