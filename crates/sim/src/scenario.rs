@@ -214,6 +214,10 @@ pub struct ImtcpSpec {
     /// Cap of the adaptive storing timer in SRTTs (default 1); 0 removes the cap.
     #[serde(default)]
     pub max_storing_rtts: Option<f64>,
+    /// `A` of the adaptive storing timer: "estimate" (the paper's Ā, default) or
+    /// "slower-of-estimate-and-tcp" (min(Ā, window/SRTT), for window-limited senders).
+    #[serde(default)]
+    pub storing_rate: Option<String>,
 }
 
 /// The passive estimators a `[[tcp]]` entry's `passive` key may name (ImTCP Fig. 10).

@@ -21,7 +21,7 @@ use std::rc::Rc;
 use serde::Serialize;
 
 use headroom_core::abw::{ChirpSpec, EstimatorConfig, QuickSpec, TrainDesign};
-use headroom_core::imtcp::{ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, MPolicy, SharedImtcp, StoringTimer};
+use headroom_core::imtcp::{ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, MPolicy, SharedImtcp, StoringRate, StoringTimer};
 
 use crate::net::{Counters, Ev, Kind, Link, Net, NodeId, Packet, QueueLimit};
 use crate::passive::{PassiveTap, TapState};
@@ -173,6 +173,11 @@ pub fn make_imtcp(spec: &ImtcpSpec, delayed_ack: bool) -> Result<SharedImtcp, St
         (None, Some(0.0)) => cfg.storing_timer = StoringTimer::Adaptive { max_storing_rtts: None },
         (None, Some(x)) => cfg.storing_timer = StoringTimer::Adaptive { max_storing_rtts: Some(x) },
         (None, None) => {}
+    }
+    match spec.storing_rate.as_deref() {
+        None | Some("estimate") => {}
+        Some("slower-of-estimate-and-tcp") => cfg.storing_rate = StoringRate::SlowerOfEstimateAndTcp,
+        Some(other) => return Err(format!("storing_rate {other:?}: expected \"estimate\" or \"slower-of-estimate-and-tcp\"")),
     }
     cfg.measurement.delayed_ack = delayed_ack;
     Ok(SharedImtcp::new(ImtcpBuffer::new(cfg).map_err(|e| e.to_string())?))

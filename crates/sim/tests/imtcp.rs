@@ -243,7 +243,15 @@ fn scenario_keys_for_m_and_the_storing_timer() {
     let short_t = w.inline_measurement(0).unwrap().stats();
     assert!(short_t.storing_timeouts > 10 * short_t.measurements.max(1), "a 1 ms storing timer times out: {short_t:?}");
     assert!(fixed_m.streams_sent > 0, "{fixed_m:?}");
-    for bad in [", m = 1", ", stream_len = 5, m = 6", ", storing_timer = \"0s\"", ", m = 3, m_successes = 2", ", storing_timer = \"10ms\", max_storing_rtts = 1.0"] {
+    // The storing-rate opt-in (a window-limited sender: 150 KB window on 100 Mbit/s).
+    let (w, _) = run(&path("100Mbps", 10, 1000, "", &tcp(""), "5s"));
+    let paper_rate = w.inline_measurement(0).unwrap().stats();
+    let (w, _) = run(&path("100Mbps", 10, 1000, "", &tcp(", storing_rate = \"slower-of-estimate-and-tcp\""), "5s"));
+    let tcp_rate = w.inline_measurement(0).unwrap().stats();
+    // min(Ā, window/SRTT) gives the window-limited sender time to fill its streams
+    // (measured: 89 storing timeouts against the paper's rule's 199 in 5 s).
+    assert!(2 * tcp_rate.storing_timeouts < paper_rate.storing_timeouts, "{tcp_rate:?} vs {paper_rate:?}");
+    for bad in [", m = 1", ", stream_len = 5, m = 6", ", storing_timer = \"0s\"", ", m = 3, m_successes = 2", ", storing_timer = \"10ms\", max_storing_rtts = 1.0", ", storing_rate = \"fastest\""] {
         let src = path("100Mbps", 10, 1000, "", &tcp(bad), "5s");
         let e = Scenario::parse(&src, "t.toml").expect_err(bad).to_string();
         assert!(e.contains("tcp[0].imtcp"), "{bad}: {e}");
