@@ -59,9 +59,10 @@ impl EstimateOptions {
     /// - `delay_floor` 20 µs: on the namespace testbed an idle path's one-way delays wander by
     ///   ±10–20 µs from packet to packet (delay box, kernel timestamps); with a 5 µs floor such
     ///   wander started excursions that a larger `F` never ended.
-    /// - PathQuick uses `F` = [`RAMP_DECREASE_FACTOR`] (5): with pathChirp's 1.5 its median
-    ///   error on the testbed was +1.3 to +1.8 Mbit/s under 3–9 Mbit/s of cross traffic, with
-    ///   5 it was +0.6 to +0.7. pathChirp, the baseline, keeps its own 1.5.
+    /// - PathQuick uses `F` = [`RAMP_DECREASE_FACTOR`] (5): judged from the same trains, its
+    ///   median error on the testbed under 3, 6 and 9 Mbit/s of cross traffic was +1.18,
+    ///   +1.68 and +1.83 Mbit/s with pathChirp's 1.5 and +0.72, +0.78 and +0.97 with 5.
+    ///   pathChirp, the baseline, keeps its own 1.5.
     pub fn for_method(method: Method) -> EstimateOptions {
         EstimateOptions {
             method,

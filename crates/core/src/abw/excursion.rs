@@ -84,7 +84,7 @@
 //!   ends an excursion only when the delay is back near its start. The default stays the
 //!   papers' 1.5; [`RAMP_DECREASE_FACTOR`] (5) is what we measured best for PathQuick: in the
 //!   simulated Fig. 6 the mean signed error over 1–8 Mbit/s fell from +1.87 to +0.19 Mbit/s and
-//!   the per-level MAE from 1.8–2.5 to 1.0–1.4 (flat for `F` = 4–8; docs/pathquick.md).
+//!   the per-level MAE from 1.8–2.5 to 0.9–1.4 (flat for `F` = 4–8; docs/pathquick.md).
 //!   `headroom probe --decrease-factor`, `[[probe]] decrease_factor`.
 //! - **Knee fit** (optional, [`EstimatorConfig::knee_fit`], off by default): queueing becomes
 //!   visible only once the bottleneck's slack is used up — a token-bucket rate limiter's burst,
