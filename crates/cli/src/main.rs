@@ -10,7 +10,11 @@ mod sim;
 mod testbed;
 
 #[derive(Parser, Debug)]
-#[command(name = "headroom", version, about = "Measure the available bandwidth of a path and transport data according to it")]
+#[command(
+    name = "headroom",
+    version,
+    about = "Measure the available bandwidth of a path and transport data according to it"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

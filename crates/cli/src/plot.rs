@@ -78,28 +78,79 @@ impl Chart {
         let px = |x: f64| l + (x - x0) / (x1 - x0) * (w - l - r);
         let py = |y: f64| h - b - (y - y0) / (y1 - y0) * (h - t - b);
         let mut s = String::new();
-        let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#);
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+        );
         let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-        let _ = writeln!(s, r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#, (l + w - r) / 2.0, esc(&self.title));
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
+            (l + w - r) / 2.0,
+            esc(&self.title)
+        );
         // Grid and ticks.
         let mut y = (y0 / ystep).ceil() * ystep;
         while y <= y1 + 1e-9 {
-            let _ = writeln!(s, r##"<line x1="{l}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##, w - r, py(y), py(y), l - 6.0, py(y) + 4.0, fmt_tick(y));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{l}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                w - r,
+                py(y),
+                py(y),
+                l - 6.0,
+                py(y) + 4.0,
+                fmt_tick(y)
+            );
             y += ystep;
         }
         let mut x = (x0 / xstep).ceil() * xstep;
         while x <= x1 + 1e-9 {
-            let _ = writeln!(s, r##"<line x1="{:.1}" x2="{:.1}" y1="{t}" y2="{:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##, px(x), px(x), h - b, px(x), h - b + 16.0, fmt_tick(x));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{:.1}" x2="{:.1}" y1="{t}" y2="{:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                px(x),
+                px(x),
+                h - b,
+                px(x),
+                h - b + 16.0,
+                fmt_tick(x)
+            );
             x += xstep;
         }
-        let _ = writeln!(s, r#"<rect x="{l}" y="{t}" width="{:.1}" height="{:.1}" fill="none" stroke="black"/>"#, w - l - r, h - t - b);
-        let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, (l + w - r) / 2.0, h - 14.0, esc(&self.x_label));
-        let _ = writeln!(s, r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#, (t + h - b) / 2.0, esc(&self.y_label));
+        let _ = writeln!(
+            s,
+            r#"<rect x="{l}" y="{t}" width="{:.1}" height="{:.1}" fill="none" stroke="black"/>"#,
+            w - l - r,
+            h - t - b
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            (l + w - r) / 2.0,
+            h - 14.0,
+            esc(&self.x_label)
+        );
+        let _ = writeln!(
+            s,
+            r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            (t + h - b) / 2.0,
+            esc(&self.y_label)
+        );
         for (i, se) in self.series.iter().enumerate() {
             let c = COLOURS[i % COLOURS.len()];
-            let coords: Vec<String> = se.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()).map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y.clamp(y0, y1)))).collect();
+            let coords: Vec<String> = se
+                .points
+                .iter()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y.clamp(y0, y1))))
+                .collect();
             if !se.markers_only && coords.len() > 1 {
-                let _ = writeln!(s, r#"<polyline fill="none" stroke="{c}" stroke-width="1.6" points="{}"/>"#, coords.join(" "));
+                let _ = writeln!(
+                    s,
+                    r#"<polyline fill="none" stroke="{c}" stroke-width="1.6" points="{}"/>"#,
+                    coords.join(" ")
+                );
             }
             if se.markers_only || se.points.len() <= 40 {
                 for p in &coords {
@@ -108,7 +159,15 @@ impl Chart {
                 }
             }
             let ly = t + 16.0 + 18.0 * i as f64;
-            let _ = writeln!(s, r#"<line x1="{:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#, w - r + 10.0, w - r + 30.0, w - r + 35.0, ly + 4.0, esc(&se.label));
+            let _ = writeln!(
+                s,
+                r#"<line x1="{:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+                w - r + 10.0,
+                w - r + 30.0,
+                w - r + 35.0,
+                ly + 4.0,
+                esc(&se.label)
+            );
         }
         s.push_str("</svg>\n");
         s

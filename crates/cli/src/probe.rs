@@ -253,17 +253,14 @@ pub fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         window: Duration::from_secs(10),
         ..ServerConfig::default()
     };
-    let server = Server::bind(&a.listen, config)
-        .with_context(|| format!("cannot listen on {}", a.listen))?;
+    let server = Server::bind(&a.listen, config).with_context(|| format!("cannot listen on {}", a.listen))?;
     let handle = server.spawn().context("starting the server threads")?;
     eprintln!("headroom serve: listening on {} (UDP)", handle.local_addr());
     match a.duration {
         Some(d) => {
             let until = Instant::now() + Duration::from_nanos(d.0);
             while Instant::now() < until {
-                std::thread::sleep(
-                    Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())),
-                );
+                std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
             }
             let s = handle.stats();
             let g = headroom_net::ServerStats::get;
@@ -360,18 +357,11 @@ pub fn run_design(a: DesignArgs) -> anyhow::Result<()> {
         ch.gamma,
         ch.size.0,
         ch.m,
-        headroom_core::abw::pathchirp::m_eq12(
-            ch.gamma,
-            q.b_min().bps() as f64,
-            q.b_max().bps() as f64
-        ),
+        headroom_core::abw::pathchirp::m_eq12(ch.gamma, q.b_min().bps() as f64, q.b_max().bps() as f64),
         ch.b_min.as_kbps(),
         ch.top_rate().as_kbps()
     );
-    println!(
-        "  {:<34}{:>16}{:>16}{:>9}",
-        "", "PathQuick", "pathChirp", "ratio"
-    );
+    println!("  {:<34}{:>16}{:>16}{:>9}", "", "PathQuick", "pathChirp", "ratio");
     let ms = |d: Dur| format!("{:.1} ms", d.as_millis_f64());
     println!(
         "  {:<34}{:>16}{:>16}{:>9}",
@@ -385,10 +375,7 @@ pub fn run_design(a: DesignArgs) -> anyhow::Result<()> {
         format!("estimate time (RTT {})", c.rtt),
         ms(c.quick_estimate_time),
         ms(c.chirp_estimate_time),
-        ratio(
-            c.chirp_estimate_time.as_secs_f64(),
-            c.quick_estimate_time.as_secs_f64()
-        )
+        ratio(c.chirp_estimate_time.as_secs_f64(), c.quick_estimate_time.as_secs_f64())
     );
     let range = |r: (Rate, Rate)| format!("{:.0}–{:.0} kbps", r.0.as_kbps(), r.1.as_kbps());
     println!(
@@ -403,10 +390,7 @@ pub fn run_design(a: DesignArgs) -> anyhow::Result<()> {
         "mean resolution (Eq. 14 / Eq. 16)",
         format!("{:.1} kbps", c.quick_resolution.as_kbps()),
         format!("{:.1} kbps", c.chirp_resolution.as_kbps()),
-        ratio(
-            c.chirp_resolution.bps() as f64,
-            c.quick_resolution.bps() as f64
-        )
+        ratio(c.chirp_resolution.bps() as f64, c.quick_resolution.bps() as f64)
     );
     println!(
         "  {:<34}{:>16}{:>16}{:>9}",
@@ -451,14 +435,8 @@ mod tests {
         assert_eq!(c.chirp_train.as_millis_f64().round(), 682.0);
         assert_eq!(c.quick_estimate_time, Dur::from_millis(176));
         assert_eq!(c.chirp_estimate_time.as_millis_f64().round(), 734.0);
-        assert_eq!(
-            c.quick_range_in_budget,
-            (Rate::from_kbps(104), Rate::from_kbps(11_912))
-        );
-        assert_eq!(
-            c.chirp_range_in_budget,
-            (Rate::from_kbps(104), Rate::from_kbps(200))
-        );
+        assert_eq!(c.quick_range_in_budget, (Rate::from_kbps(104), Rate::from_kbps(11_912)));
+        assert_eq!(c.chirp_range_in_budget, (Rate::from_kbps(104), Rate::from_kbps(200)));
         assert_eq!(c.quick_resolution, Rate::from_kbps(96));
         assert_eq!((kb(c.quick_bytes) * 10.0).round() / 10.0, 93.1);
         assert_eq!((kb(c.chirp_bytes) * 10.0).round() / 10.0, 41.7);
@@ -482,18 +460,8 @@ mod tests {
             #[command(flatten)]
             a: ProbeArgs,
         }
-        let p = P::try_parse_from([
-            "probe",
-            "h:1",
-            "--method",
-            "pathchirp",
-            "--bmin",
-            "1Mbps",
-            "--repeat",
-            "3",
-        ])
-        .unwrap()
-        .a;
+        let p =
+            P::try_parse_from(["probe", "h:1", "--method", "pathchirp", "--bmin", "1Mbps", "--repeat", "3"]).unwrap().a;
         assert_eq!(p.method, Method::PathChirp);
         assert_eq!(p.bmin, Some(Rate::from_mbps(1)));
         assert!(P::try_parse_from(["probe", "h", "--method", "pathload"]).is_err());

@@ -150,18 +150,11 @@ pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
         bail!("--trains must be at least 1");
     }
     if a.levels.iter().any(|l| *l >= a.rate) {
-        bail!(
-            "every cross-traffic level must be below the bottleneck rate {}",
-            a.rate
-        );
+        bail!("every cross-traffic level must be below the bottleneck rate {}", a.rate);
     }
     let buffer = Buffer::parse(&a.buffer).map_err(|e| anyhow::anyhow!("--buffer: {e}"))?;
-    let bottleneck = Bottleneck {
-        rate: Some(a.rate),
-        buffer,
-        burst: Some(a.burst),
-        ..Bottleneck::new(Some(a.rate), a.delay)
-    };
+    let bottleneck =
+        Bottleneck { rate: Some(a.rate), buffer, burst: Some(a.burst), ..Bottleneck::new(Some(a.rate), a.delay) };
     let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
     eprintln!(
         "testbed {}: {} bottleneck, {} each way, tbf burst {} B, buffer {}",
@@ -177,8 +170,7 @@ pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
     down?;
     print!("{}", summary(&a, &rows));
     if let Some(path) = &a.csv {
-        std::fs::write(path, csv(&rows))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, csv(&rows)).with_context(|| format!("cannot write {}", path.display()))?;
         println!("(every estimate in {})", path.display());
     }
     Ok(())
@@ -192,9 +184,7 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
         let s = Server::bind(("0.0.0.0", SERVER_PORT), ServerConfig::default())?;
         // The pacer and receive threads inherit the scheduling policy of this thread.
         if realtime && !sys::set_realtime(PROBE_PRIORITY) {
-            eprintln!(
-                "warning: cannot give the probe server real-time priority; its spacing may suffer"
-            );
+            eprintln!("warning: cannot give the probe server real-time priority; its spacing may suffer");
         }
         Ok(s.spawn()?)
     })?;
@@ -204,9 +194,7 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         if cross > Rate::ZERO {
-            let rx_sock = tb.run_in("r2", || {
-                Ok(std::net::UdpSocket::bind(("0.0.0.0", CROSS_PORT))?)
-            })?;
+            let rx_sock = tb.run_in("r2", || Ok(std::net::UdpSocket::bind(("0.0.0.0", CROSS_PORT))?))?;
             let st = stop.clone();
             threads.push(tb.spawn_in("r2", move || {
                 udp_receive(&rx_sock, None, &st, Duration::from_secs(3600), false)?;
@@ -245,24 +233,13 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
     Ok(rows)
 }
 
-fn run_level(
-    tb: &Testbed,
-    a: &ProbeBenchArgs,
-    server: std::net::SocketAddr,
-    cross: Rate,
-) -> Result<Vec<BenchRow>> {
+fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cross: Rate) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for _ in 0..a.trains {
         for method in [Method::PathQuick, Method::PathChirp] {
-            let mut opts = EstimateOptions {
-                repeat: 1,
-                ..EstimateOptions::for_method(method)
-            };
+            let mut opts = EstimateOptions { repeat: 1, ..EstimateOptions::for_method(method) };
             if a.knee_fit {
-                opts.estimator = EstimatorConfig {
-                    knee_fit: true,
-                    ..opts.estimator
-                };
+                opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
             }
             let realtime = !a.no_realtime;
             let estimator = opts.estimator;
@@ -278,28 +255,25 @@ fn run_level(
                 let judged = if f == estimator.decrease_factor {
                     e.outcome.clone()
                 } else {
-                    let cfg = EstimatorConfig {
-                        decrease_factor: f,
-                        ..estimator
-                    };
+                    let cfg = EstimatorConfig { decrease_factor: f, ..estimator };
                     estimate_train(&t.records, &cfg).outcome
                 };
                 rows.push(BenchRow {
-                cross,
-                method,
-                decrease_factor: f,
-                verdict: judged.kind(),
-                value: match judged {
-                    Outcome::Inconclusive { .. } => None,
-                    ref o => o.value(),
-                },
-                train_time: t.elapsed,
-                call_time: e.elapsed,
-                train_length: e.design.train_length(),
-                train_bytes: e.train_bytes,
-                lost: t.estimate.lost,
-                spacing_error_max: t.spacing_error_max,
-            });
+                    cross,
+                    method,
+                    decrease_factor: f,
+                    verdict: judged.kind(),
+                    value: match judged {
+                        Outcome::Inconclusive { .. } => None,
+                        ref o => o.value(),
+                    },
+                    train_time: t.elapsed,
+                    call_time: e.elapsed,
+                    train_length: e.design.train_length(),
+                    train_bytes: e.train_bytes,
+                    lost: t.estimate.lost,
+                    spacing_error_max: t.spacing_error_max,
+                });
             }
             std::thread::sleep(Duration::from_nanos(a.pause.0));
         }
@@ -320,9 +294,7 @@ fn csv(rows: &[BenchRow]) -> String {
             r.method.name(),
             r.decrease_factor,
             r.verdict,
-            r.value
-                .map(|v| format!("{:.4}", v.as_mbps()))
-                .unwrap_or_default(),
+            r.value.map(|v| format!("{:.4}", v.as_mbps())).unwrap_or_default(),
             r.train_time.as_secs_f64() * 1e3,
             r.call_time.as_secs_f64() * 1e3,
             r.train_length.as_secs_f64() * 1e3,
@@ -338,7 +310,12 @@ fn csv(rows: &[BenchRow]) -> String {
 pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     let rtt = a.delay + a.delay;
     let mut s = String::new();
-    let _ = writeln!(s, "true A = {} - cross traffic; one train per estimate; budget = train length + RTT ({:.0} ms) + 20 ms", a.rate, rtt.as_secs_f64() * 1e3);
+    let _ = writeln!(
+        s,
+        "true A = {} - cross traffic; one train per estimate; budget = train length + RTT ({:.0} ms) + 20 ms",
+        a.rate,
+        rtt.as_secs_f64() * 1e3
+    );
     let _ = writeln!(s, "every train is judged twice: with pathChirp's decrease factor F = 1.5 (the papers') and with F = {RAMP_DECREASE_FACTOR} (ours)");
     let _ = writeln!(
         s,
@@ -363,35 +340,20 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
         for &cross in &a.levels {
             let truth = (a.rate.as_mbps() - cross.as_mbps()).max(0.0);
             for method in [Method::PathQuick, Method::PathChirp] {
-                let of: Vec<&BenchRow> = rows
-                    .iter()
-                    .filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f)
-                    .collect();
+                let of: Vec<&BenchRow> =
+                    rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect();
                 if of.is_empty() {
                     continue;
                 }
-                let mut values: Vec<f64> = of
-                    .iter()
-                    .filter_map(|r| r.value.map(|v| v.as_mbps()))
-                    .collect();
-                let mae = values.iter().map(|v| (v - truth).abs()).sum::<f64>()
-                    / values.len().max(1) as f64;
+                let mut values: Vec<f64> = of.iter().filter_map(|r| r.value.map(|v| v.as_mbps())).collect();
+                let mae = values.iter().map(|v| (v - truth).abs()).sum::<f64>() / values.len().max(1) as f64;
                 let med = median(&mut values);
-                let mut times: Vec<f64> = of
-                    .iter()
-                    .map(|r| r.train_time.as_secs_f64() * 1e3)
-                    .collect();
+                let mut times: Vec<f64> = of.iter().map(|r| r.train_time.as_secs_f64() * 1e3).collect();
                 let tmax = times.iter().cloned().fold(0.0, f64::max);
                 let tmed = median(&mut times);
                 let budget = (of[0].train_length + rtt).as_secs_f64() * 1e3 + 20.0;
-                let within = of
-                    .iter()
-                    .filter(|r| r.train_time.as_secs_f64() * 1e3 <= budget)
-                    .count();
-                let ranges = of
-                    .iter()
-                    .filter(|r| r.verdict == "above_range" || r.verdict == "below_range")
-                    .count();
+                let within = of.iter().filter(|r| r.train_time.as_secs_f64() * 1e3 <= budget).count();
+                let ranges = of.iter().filter(|r| r.verdict == "above_range" || r.verdict == "below_range").count();
                 let inc = of.iter().filter(|r| r.verdict == "inconclusive").count();
                 let lost: u32 = of.iter().map(|r| r.lost).sum();
                 let _ = writeln!(
@@ -420,9 +382,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     // PathQuick with each F against the baseline as published: pathChirp with its F = 1.5.
     let mut goals = Vec::new();
     for &(f, cross, method, qe, qm, qt, qin) in &stats {
-        let baseline = stats
-            .iter()
-            .find(|b| b.0 == DECREASE_FACTORS[0] && b.1 == cross && b.2 == Method::PathChirp);
+        let baseline = stats.iter().find(|b| b.0 == DECREASE_FACTORS[0] && b.1 == cross && b.2 == Method::PathChirp);
         if let (Method::PathQuick, Some(&(_, _, _, ce, cm, ct, _))) = (method, baseline) {
             goals.push((f, cross, qe, qin, [qe.abs() < ce.abs(), qm < cm, qt < ct]));
         }

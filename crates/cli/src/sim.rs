@@ -89,7 +89,14 @@ pub fn run_with_progress(w: &mut World) {
         if tty && started.elapsed().as_secs_f64() > 1.0 {
             let frac = k as f64 / steps as f64;
             let filled = (frac * 40.0) as usize;
-            eprint!("\r[{}{}] {:>5.1}%  {:.1}/{:.1} s simulated", "#".repeat(filled), " ".repeat(40 - filled), frac * 100.0, w.now().as_secs_f64(), end.as_secs_f64());
+            eprint!(
+                "\r[{}{}] {:>5.1}%  {:.1}/{:.1} s simulated",
+                "#".repeat(filled),
+                " ".repeat(40 - filled),
+                frac * 100.0,
+                w.now().as_secs_f64(),
+                end.as_secs_f64()
+            );
             drawn = true;
         }
     }
@@ -116,7 +123,8 @@ fn run_one(a: RunArgs) -> Result<()> {
         print!("{}", output::summary_table(&report));
     }
     if let Some(dir) = a.out {
-        let files = output::write_all(&dir, &w, &report).with_context(|| format!("cannot write to {}", dir.display()))?;
+        let files =
+            output::write_all(&dir, &w, &report).with_context(|| format!("cannot write to {}", dir.display()))?;
         if !a.json {
             println!("wrote {} in {}", files.join(", "), dir.display());
         }
@@ -141,7 +149,10 @@ fn run_sweep(a: SweepArgs) -> Result<()> {
         for f in &p.report.flows {
             let v = sweep::label(&p.value);
             println!("{:<12} {:<16} {:>10.3} {:>8} {:>8}", v, f.name, f.throughput_mbps, f.retransmits, f.timeouts);
-            csv.push_str(&format!("{},{},{:.6},{},{},{}\n", v, f.name, f.throughput_mbps, f.retransmits, f.timeouts, f.drops));
+            csv.push_str(&format!(
+                "{},{},{:.6},{},{},{}\n",
+                v, f.name, f.throughput_mbps, f.retransmits, f.timeouts, f.drops
+            ));
         }
     }
     if let Some(dir) = a.out {
@@ -175,7 +186,10 @@ fn run_bench(a: BenchArgs) -> Result<()> {
     if cfg!(debug_assertions) {
         eprintln!("warning: debug build; performance figures come from `cargo run --release`");
     }
-    println!("{:<32} {:>9} {:>14} {:>14} {:>16} {:>12}", "scenario", "wall_s", "bottleneck_pkts", "pkts_per_s", "events_per_s", "peak_rss_MiB");
+    println!(
+        "{:<32} {:>9} {:>14} {:>14} {:>16} {:>12}",
+        "scenario", "wall_s", "bottleneck_pkts", "pkts_per_s", "events_per_s", "peak_rss_MiB"
+    );
     for file in &a.files {
         let (_, sc) = load(file)?;
         let Some(bottleneck) = sc.trace.queues.first().map(|q| q.get_ref().clone()) else {

@@ -107,7 +107,12 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
             if !(headroom_testbed::traffic::MIN_UDP_SIZE..=65_000).contains(&size) {
                 bail!("--size: {size} outside {}..=65000", headroom_testbed::traffic::MIN_UDP_SIZE);
             }
-            println!("delay box benchmark: one-way delay {:.3} ms, {}-byte packets, {:.1} s per rate", cfg.delay.as_millis_f64(), size, cfg.step.as_secs_f64());
+            println!(
+                "delay box benchmark: one-way delay {:.3} ms, {}-byte packets, {:.1} s per rate",
+                cfg.delay.as_millis_f64(),
+                size,
+                cfg.step.as_secs_f64()
+            );
             let rep = bench_delaybox(&cfg, &mut |l| println!("  {l}"))?;
             println!(
                 "added delay error (measured one-way delay - configured, low rate, {} pkts): median {:.1} us, p99 {:.1} us, max {:.1} us",
@@ -125,8 +130,12 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
                 rep.release_late_max.0 as f64 / 1e3
             );
             match rep.max_rate {
-                Some(r) => println!("max throughput (no own drops, mean release lateness < 100 us): {:.1} Mbit/s", r.as_mbps()),
-                None => println!("max throughput (no own drops, mean release lateness < 100 us): below the lowest rate tried"),
+                Some(r) => {
+                    println!("max throughput (no own drops, mean release lateness < 100 us): {:.1} Mbit/s", r.as_mbps())
+                }
+                None => println!(
+                    "max throughput (no own drops, mean release lateness < 100 us): below the lowest rate tried"
+                ),
             }
             Ok(())
         }
@@ -138,7 +147,13 @@ fn up(file: &std::path::Path) -> Result<()> {
     let tb = Testbed::up(&s.topology())?;
     println!("testbed {} is up (pid {})", tb.prefix(), std::process::id());
     for h in tb.hosts() {
-        println!("  {:12} {:5}  {:15} netns {}", h.name, format!("{:?}", h.side).to_lowercase(), h.addr.to_string(), h.netns);
+        println!(
+            "  {:12} {:5}  {:15} netns {}",
+            h.name,
+            format!("{:?}", h.side).to_lowercase(),
+            h.addr.to_string(),
+            h.netns
+        );
     }
     println!("run commands with `headroom testbed exec HOST -- CMD`; stop with Ctrl-C or `headroom testbed down`");
     // The testbed's signal handler removes everything and exits on SIGINT/SIGTERM/SIGHUP.
@@ -172,7 +187,12 @@ fn run_file(file: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
         }
         None => out.recorder.write_csv(&mut std::io::stdout().lock())?,
     }
-    eprintln!("testbed {} ({}): {:.1} s", out.prefix, s.name.as_deref().unwrap_or("unnamed"), s.run.duration.as_secs_f64());
+    eprintln!(
+        "testbed {} ({}): {:.1} s",
+        out.prefix,
+        s.name.as_deref().unwrap_or("unnamed"),
+        s.run.duration.as_secs_f64()
+    );
     for f in &out.flows {
         eprintln!("  {:12} {:?}: {:.3} Mbit/s; {}", f.name, f.kind, f.throughput.as_mbps(), f.detail);
     }

@@ -16,21 +16,10 @@ fn mae(method: &str, cross: f64, trains: u32, seed: u64) -> (f64, usize) {
 /// [`mae`] with extra `[[probe]]` keys (one `key = value` line).
 fn mae_with(method: &str, keys: &str, cross: f64, trains: u32, seed: u64) -> (f64, usize) {
     let text = FIG6
-        .replacen(
-            "duration = \"60s\"",
-            &format!("duration = \"{}s\"", trains + 1),
-            1,
-        )
-        .replacen(
-            "method = \"pathquick\"",
-            &format!("method = \"{method}\"\n{keys}"),
-            1,
-        )
+        .replacen("duration = \"60s\"", &format!("duration = \"{}s\"", trains + 1), 1)
+        .replacen("method = \"pathquick\"", &format!("method = \"{method}\"\n{keys}"), 1)
         .replacen("rate = \"6Mbps\"", &format!("rate = \"{cross}Mbps\""), 1);
-    assert!(
-        text.contains(&format!("rate = \"{cross}Mbps\"")),
-        "fig6.toml changed"
-    );
+    assert!(text.contains(&format!("rate = \"{cross}Mbps\"")), "fig6.toml changed");
     let sc = Scenario::parse(&text, "fig6.toml").expect("scenario");
     let mut w = World::new(&sc, Some(seed)).expect("world");
     w.run();
@@ -42,24 +31,15 @@ fn mae_with(method: &str, keys: &str, cross: f64, trains: u32, seed: u64) -> (f6
         .filter_map(|e| e.value)
         .map(|v| (v.as_mbps() - truth).abs())
         .collect();
-    (
-        errors.iter().sum::<f64>() / errors.len().max(1) as f64,
-        errors.len(),
-    )
+    (errors.iter().sum::<f64>() / errors.len().max(1) as f64, errors.len())
 }
 
 #[test]
 fn pathquick_error_about_two_mbps_and_below_pathchirp() {
     let trains = 30;
-    let seed_base: u64 = std::env::var("HEADROOM_FIG6_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+    let seed_base: u64 = std::env::var("HEADROOM_FIG6_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
     let mut rows = Vec::new();
-    for (k, available) in [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
-        .into_iter()
-        .enumerate()
-    {
+    for (k, available) in [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0].into_iter().enumerate() {
         let cross = 12.0 - available;
         // The same cross-traffic realisation for both methods.
         let seed = seed_base + k as u64;
@@ -78,19 +58,13 @@ fn pathquick_error_about_two_mbps_and_below_pathchirp() {
         assert!(q <= 2.5, "A = {a}: PathQuick MAE {q:.2} Mb/s");
         // pathChirp is worse from 5 Mb/s up (the paper: "especially above 5 Mbps").
         if a >= 5.0 {
-            assert!(
-                q < c,
-                "A = {a}: PathQuick MAE {q:.2} not below pathChirp's {c:.2}"
-            );
+            assert!(q < c, "A = {a}: PathQuick MAE {q:.2} not below pathChirp's {c:.2}");
         }
     }
     let mean = rows.iter().map(|r| r.1).sum::<f64>() / rows.len() as f64;
     let mean_chirp = rows.iter().map(|r| r.3).sum::<f64>() / rows.len() as f64;
     println!("mean MAE over A = 1..8 Mb/s: PathQuick {mean:.2}, pathChirp {mean_chirp:.2}");
-    assert!(
-        mean <= 2.1,
-        "PathQuick mean MAE {mean:.2} Mb/s over A < 9 Mb/s"
-    );
+    assert!(mean <= 2.1, "PathQuick mean MAE {mean:.2} Mb/s over A < 9 Mb/s");
 }
 
 /// Beyond the paper: with the decrease factor F = 5 (`RAMP_DECREASE_FACTOR`) PathQuick's

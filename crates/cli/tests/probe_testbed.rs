@@ -22,22 +22,13 @@ fn pathquick_meets_its_accuracy_and_time_goal_on_the_testbed() {
         .output()
         .expect("run headroom probe-bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "probe-bench failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "probe-bench failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&csv).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let (method, f, value, time, length) = (
-        col("method"),
-        col("decrease_factor"),
-        col("estimate_mbps"),
-        col("train_time_ms"),
-        col("train_length_ms"),
-    );
+    let (method, f, value, time, length) =
+        (col("method"), col("decrease_factor"), col("estimate_mbps"), col("train_time_ms"), col("train_length_ms"));
     let rows: Vec<Vec<&str>> = text
         .lines()
         .skip(1)

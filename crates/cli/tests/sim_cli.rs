@@ -5,7 +5,11 @@ use std::process::Command;
 fn headroom(args: &[&str]) -> (i32, String, String) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new(env!("CARGO_BIN_EXE_headroom")).args(args).current_dir(root).output().expect("run headroom");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -35,7 +39,11 @@ fn bad_input_fails_cleanly() {
     assert!(err.contains("cannot read scenario") && !err.contains("panicked"), "{err}");
 
     let bad = std::env::temp_dir().join(format!("headroom-bad-{}.toml", std::process::id()));
-    std::fs::write(&bad, "duration = \"10s\"\n[[link]]\na = \"x\"\nb = \"y\"\nrate = \"10Mbps\"\ndelay = \"1ms\"\nflavour = 1\n").unwrap();
+    std::fs::write(
+        &bad,
+        "duration = \"10s\"\n[[link]]\na = \"x\"\nb = \"y\"\nrate = \"10Mbps\"\ndelay = \"1ms\"\nflavour = 1\n",
+    )
+    .unwrap();
     let (code, _, err) = headroom(&["sim", "run", bad.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(err.contains("line 7") && err.contains("flavour") && !err.contains("panicked"), "{err}");
@@ -48,11 +56,13 @@ fn bad_input_fails_cleanly() {
 
 #[test]
 fn sweep_prints_one_row_per_value() {
-    let (code, out, err) = headroom(&["sim", "sweep", "scenarios/becc/fig2.toml", "--key", "tcp.max_window", "--values", "32KB,128KB"]);
+    let (code, out, err) =
+        headroom(&["sim", "sweep", "scenarios/becc/fig2.toml", "--key", "tcp.max_window", "--values", "32KB,128KB"]);
     assert_eq!(code, 0, "{err}");
     let rows: Vec<&str> = out.lines().filter(|l| l.contains("KB")).collect();
     assert_eq!(rows.len(), 2, "{out}");
-    let (code, _, err) = headroom(&["sim", "sweep", "scenarios/becc/fig2.toml", "--key", "tcp.no_such_key.x", "--values", "1"]);
+    let (code, _, err) =
+        headroom(&["sim", "sweep", "scenarios/becc/fig2.toml", "--key", "tcp.no_such_key.x", "--values", "1"]);
     assert_eq!(code, 1);
     assert!(err.contains("no_such_key"), "{err}");
 }

@@ -265,7 +265,8 @@ mod tests {
 
     #[test]
     fn bsd_rule_halves_the_inflated_window() {
-        let mut r = Reno::reno(RenoConfig { ssthresh_rule: SsthreshRule::Window { receiver_window: Bytes(500_000) }, ..cfg() });
+        let mut r =
+            Reno::reno(RenoConfig { ssthresh_rule: SsthreshRule::Window { receiver_window: Bytes(500_000) }, ..cfg() });
         r.set_cwnd(Bytes(20_000));
         for d in 1..=3 {
             r.on_ack(&ack(5000, 0, d, 20_000, 25_000));
@@ -324,7 +325,13 @@ mod tests {
     fn newreno_ignores_dup_acks_below_recover() {
         let mut r = Reno::newreno(cfg());
         r.set_cwnd(Bytes(20_000));
-        r.on_sent(&SentEvent { now: Time(0), seq: 24_000, len: Bytes(1000), retransmission: false, in_flight: Bytes(0) });
+        r.on_sent(&SentEvent {
+            now: Time(0),
+            seq: 24_000,
+            len: Bytes(1000),
+            retransmission: false,
+            in_flight: Bytes(0),
+        });
         r.on_timeout(Time(1), Bytes(20_000));
         assert_eq!(r.cwnd(), Bytes(1000));
         assert_eq!(r.ssthresh(), Bytes(10_000));
@@ -358,7 +365,13 @@ mod tests {
         assert_eq!(ssthresh, first);
         // After a timeout, go-back-N's duplicate ACKs below recover start no fast retransmit.
         let mut r = Reno::reno(RenoConfig { recover_guard: true, ..cfg() });
-        r.on_sent(&SentEvent { now: Time(0), seq: 24_000, len: Bytes(1000), retransmission: false, in_flight: Bytes(0) });
+        r.on_sent(&SentEvent {
+            now: Time(0),
+            seq: 24_000,
+            len: Bytes(1000),
+            retransmission: false,
+            in_flight: Bytes(0),
+        });
         r.on_timeout(Time(1), Bytes(20_000));
         for d in 1..=3 {
             assert_eq!(r.on_ack(&ack(6000, 0, d, 5000, 25_000)), AckAction::None);

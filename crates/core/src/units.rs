@@ -246,14 +246,10 @@ impl std::error::Error for ParseUnitError {}
 
 fn split_number(s: &str) -> Result<(f64, &str), ParseUnitError> {
     let s = s.trim();
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(s.len());
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
     let (num, unit) = s.split_at(end);
     let num: String = num.chars().filter(|c| *c != '_').collect();
-    let v: f64 = num
-        .parse()
-        .map_err(|_| ParseUnitError(format!("`{s}` does not start with a number")))?;
+    let v: f64 = num.parse().map_err(|_| ParseUnitError(format!("`{s}` does not start with a number")))?;
     if !v.is_finite() || v < 0.0 {
         return Err(ParseUnitError(format!("`{s}` is not a non-negative finite number")));
     }
@@ -269,11 +265,7 @@ pub fn parse_dur(s: &str) -> Result<Dur, ParseUnitError> {
         "us" | "µs" => 1e3,
         "ns" => 1.0,
         "min" => 60e9,
-        _ => {
-            return Err(ParseUnitError(format!(
-                "`{s}`: unknown time unit `{unit}` (use s, ms, us or ns)"
-            )))
-        }
+        _ => return Err(ParseUnitError(format!("`{s}`: unknown time unit `{unit}` (use s, ms, us or ns)"))),
     };
     Ok(Dur((v * k).round() as u64))
 }
@@ -286,11 +278,7 @@ pub fn parse_rate(s: &str) -> Result<Rate, ParseUnitError> {
         "kbps" | "kbit/s" | "kbit" => 1e3,
         "mbps" | "mbit/s" | "mbit" => 1e6,
         "gbps" | "gbit/s" | "gbit" => 1e9,
-        _ => {
-            return Err(ParseUnitError(format!(
-                "`{s}`: unknown rate unit `{unit}` (use bps, kbps, Mbps or Gbps)"
-            )))
-        }
+        _ => return Err(ParseUnitError(format!("`{s}`: unknown rate unit `{unit}` (use bps, kbps, Mbps or Gbps)"))),
     };
     Ok(Rate((v * k).round() as u64))
 }
@@ -306,11 +294,7 @@ pub fn parse_bytes(s: &str) -> Result<Bytes, ParseUnitError> {
         "KiB" => 1024.0,
         "MiB" => 1024.0 * 1024.0,
         "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => {
-            return Err(ParseUnitError(format!(
-                "`{s}`: unknown size unit `{unit}` (use B, KB, MB, KiB, MiB)"
-            )))
-        }
+        _ => return Err(ParseUnitError(format!("`{s}`: unknown size unit `{unit}` (use B, KB, MB, KiB, MiB)"))),
     };
     Ok(Bytes((v * k).round() as u64))
 }

@@ -9,8 +9,8 @@
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
 use crate::wire::{ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::{
-    estimate_train, excursion::combine, ChirpSpec, DesignError, EstimatorConfig, Method, Outcome,
-    ProbeRecord, QuickSpec, TrainDesign, TrainEstimate, RAMP_DECREASE_FACTOR,
+    estimate_train, excursion::combine, ChirpSpec, DesignError, EstimatorConfig, Method, Outcome, ProbeRecord,
+    QuickSpec, TrainDesign, TrainEstimate, RAMP_DECREASE_FACTOR,
 };
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 use std::fmt;
@@ -207,18 +207,8 @@ pub fn resolve(target: &str) -> Result<SocketAddr, ProbeError> {
         target.to_string()
     } else if target.parse::<std::net::IpAddr>().is_ok() {
         // A bare IPv6 or IPv4 address.
-        SocketAddr::new(
-            target
-                .parse()
-                .map_err(|_| ProbeError::Resolve(target.into()))?,
-            DEFAULT_PORT,
-        )
-        .to_string()
-    } else if target
-        .rsplit_once(':')
-        .map(|(_, p)| p.parse::<u16>().is_ok())
-        .unwrap_or(false)
-    {
+        SocketAddr::new(target.parse().map_err(|_| ProbeError::Resolve(target.into()))?, DEFAULT_PORT).to_string()
+    } else if target.rsplit_once(':').map(|(_, p)| p.parse::<u16>().is_ok()).unwrap_or(false) {
         target.to_string()
     } else {
         format!("{target}:{DEFAULT_PORT}")
@@ -251,11 +241,7 @@ pub fn design_for(options: &EstimateOptions, v6: bool) -> Result<TrainDesign, De
         b_max: Some(options.b_max),
         p_n: Some(options.max_size),
         p_1: Some(smallest),
-        delta_p: if options.b_min.is_none() {
-            Some(Bytes(12))
-        } else {
-            None
-        },
+        delta_p: if options.b_min.is_none() { Some(Bytes(12)) } else { None },
         b_min: options.b_min,
         max_size: options.max_size,
         min_size: smallest,
@@ -284,27 +270,14 @@ pub fn design_for(options: &EstimateOptions, v6: bool) -> Result<TrainDesign, De
     }
 }
 
-fn io_err(
-    server: SocketAddr,
-    waiting_for: &'static str,
-    after: Duration,
-    e: io::Error,
-) -> ProbeError {
+fn io_err(server: SocketAddr, waiting_for: &'static str, after: Duration, e: io::Error) -> ProbeError {
     match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ProbeError::Timeout {
-            server,
-            waiting_for,
-            after,
-        },
-        io::ErrorKind::ConnectionRefused => ProbeError::Unreachable {
-            server,
-            detail: "connection refused".into(),
-        },
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ProbeError::Timeout { server, waiting_for, after },
+        io::ErrorKind::ConnectionRefused => ProbeError::Unreachable { server, detail: "connection refused".into() },
         _ => match e.raw_os_error() {
-            Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => ProbeError::Unreachable {
-                server,
-                detail: e.to_string(),
-            },
+            Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => {
+                ProbeError::Unreachable { server, detail: e.to_string() }
+            }
             _ => ProbeError::Io(e),
         },
     }
@@ -324,10 +297,7 @@ pub fn estimate(target: &str, options: &EstimateOptions) -> Result<Estimate, Pro
 }
 
 /// [`estimate`] for an already resolved address.
-pub fn estimate_addr(
-    server: SocketAddr,
-    options: &EstimateOptions,
-) -> Result<Estimate, ProbeError> {
+pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Estimate, ProbeError> {
     let t0 = Instant::now();
     let design = design_for(options, server.is_ipv6())?;
     let params = TrainParams::from_design(&design)?;
@@ -338,8 +308,7 @@ pub fn estimate_addr(
         (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
     };
     let sock = UdpSocket::bind(bind).map_err(ProbeError::Io)?;
-    sock.connect(server)
-        .map_err(|e| io_err(server, "connection", Duration::ZERO, e))?;
+    sock.connect(server).map_err(|e| io_err(server, "connection", Duration::ZERO, e))?;
     let kernel_ts_on = enable_rx_timestamps(&sock).is_ok();
     let mut buf = vec![0u8; 65_536];
     let mut out = Vec::with_capacity(64);
@@ -351,8 +320,7 @@ pub fn estimate_addr(
     let mut handshake_rtt = Duration::ZERO;
     'tries: for _ in 0..3 {
         Msg::Hello { nonce }.encode(&mut out);
-        sock.send(&out)
-            .map_err(|e| io_err(server, "challenge", options.timeout, e))?;
+        sock.send(&out).map_err(|e| io_err(server, "challenge", options.timeout, e))?;
         let hello_sent = Instant::now();
         let deadline = hello_sent + per_try;
         loop {
@@ -363,12 +331,7 @@ pub fn estimate_addr(
             sock.set_read_timeout(Some(left)).map_err(ProbeError::Io)?;
             match sock.recv(&mut buf) {
                 Ok(n) => {
-                    if let Ok(Msg::Challenge {
-                        nonce: got,
-                        cookie: c,
-                        ..
-                    }) = Msg::decode(&buf[..n])
-                    {
+                    if let Ok(Msg::Challenge { nonce: got, cookie: c, .. }) = Msg::decode(&buf[..n]) {
                         if got == nonce {
                             cookie = Some(c);
                             handshake_rtt = hello_sent.elapsed();
@@ -376,30 +339,18 @@ pub fn estimate_addr(
                         }
                     }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue 'tries
-                }
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue 'tries,
                 Err(e) => return Err(io_err(server, "challenge", options.timeout, e)),
             }
         }
     }
-    let cookie = cookie.ok_or(ProbeError::Timeout {
-        server,
-        waiting_for: "challenge",
-        after: options.timeout,
-    })?;
+    let cookie = cookie.ok_or(ProbeError::Timeout { server, waiting_for: "challenge", after: options.timeout })?;
 
     let mut reports = Vec::new();
     let mut all_kernel = kernel_ts_on;
     let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
-    let judge_after = options
-        .judge_slack
-        .map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
+    let judge_after =
+        options.judge_slack.map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
     let base_train = (nonce as u32) & 0x7fff_ffff;
     for r in 0..options.repeat.max(1) {
         let train = base_train.wrapping_add(r);
@@ -425,10 +376,9 @@ pub fn estimate_addr(
                     break rep;
                 }
                 // The previous train may still be draining on the server: retry briefly.
-                Err(ProbeError::Rejected {
-                    reason: RejectReason::InFlight | RejectReason::Busy,
-                    ..
-                }) if attempts < 5 => {
+                Err(ProbeError::Rejected { reason: RejectReason::InFlight | RejectReason::Busy, .. })
+                    if attempts < 5 =>
+                {
                     std::thread::sleep(Duration::from_millis(100 * attempts));
                 }
                 Err(e) => return Err(e),
@@ -438,16 +388,8 @@ pub fn estimate_addr(
     }
 
     let outcomes: Vec<Outcome> = reports.iter().map(|r| r.estimate.outcome.clone()).collect();
-    let outcome = if outcomes.len() == 1 {
-        outcomes[0].clone()
-    } else {
-        combine(&outcomes)
-    };
-    let mut q = Quality {
-        trains: reports.len() as u32,
-        kernel_timestamps: all_kernel,
-        ..Quality::default()
-    };
+    let outcome = if outcomes.len() == 1 { outcomes[0].clone() } else { combine(&outcomes) };
+    let mut q = Quality { trains: reports.len() as u32, kernel_timestamps: all_kernel, ..Quality::default() };
     let mut probed = (Rate(u64::MAX), Rate::ZERO);
     let mut err_sum = 0u64;
     for rep in &reports {
@@ -471,8 +413,7 @@ pub fn estimate_addr(
     if probed.1 == Rate::ZERO {
         probed = design.probed_range();
     }
-    let per_train =
-        reports.iter().map(|r| r.elapsed).sum::<Duration>() / reports.len().max(1) as u32;
+    let per_train = reports.iter().map(|r| r.elapsed).sum::<Duration>() / reports.len().max(1) as u32;
     Ok(Estimate {
         available_bandwidth: outcome.value(),
         outcome,
@@ -520,16 +461,9 @@ fn run_train(
     let mut kernel = true;
     let mut received = 0usize;
     let mut end: Option<(u32, u32, u16)> = None;
-    Msg::Start {
-        nonce,
-        cookie,
-        train,
-        params: *params,
-    }
-    .encode(out);
+    Msg::Start { nonce, cookie, train, params: *params }.encode(out);
     let started = Instant::now();
-    sock.send(out)
-        .map_err(|e| io_err(server, "train", timeout, e))?;
+    sock.send(out).map_err(|e| io_err(server, "train", timeout, e))?;
     let mut deadline = started + timeout;
     let judge_at = judge_after.map(|d| started + d);
     let mut last = started;
@@ -559,30 +493,17 @@ fn run_train(
             (None, Some(j)) => deadline.min(j),
             _ => deadline,
         };
-        sock.set_read_timeout(Some(
-            wake.saturating_duration_since(now)
-                .max(Duration::from_micros(10)),
-        ))
-        .map_err(ProbeError::Io)?;
+        sock.set_read_timeout(Some(wake.saturating_duration_since(now).max(Duration::from_micros(10))))
+            .map_err(ProbeError::Io)?;
         let (len, at, k) = match recv_timestamped(sock, buf) {
             Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue // the loop's head decides: judge now, or give up
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                continue; // the loop's head decides: judge now, or give up
             }
             Err(e) => return Err(io_err(server, "train", timeout, e)),
         };
         match Msg::decode(&buf[..len]) {
-            Ok(Msg::Probe {
-                train: t,
-                index,
-                send_offset_ns,
-                ..
-            }) if t == train => {
+            Ok(Msg::Probe { train: t, index, send_offset_ns, .. }) if t == train => {
                 let i = index as usize;
                 if i < n {
                     if got[i].is_some() {
@@ -597,13 +518,7 @@ fn run_train(
                     }
                 }
             }
-            Ok(Msg::End {
-                train: t,
-                spacing_err_mean_ns,
-                spacing_err_max_ns,
-                late,
-                ..
-            }) if t == train => {
+            Ok(Msg::End { train: t, spacing_err_mean_ns, spacing_err_max_ns, late, .. }) if t == train => {
                 end = Some((spacing_err_mean_ns, spacing_err_max_ns, late));
                 if judged_at.is_none() {
                     last = Instant::now(); // losses: the train is over when its END is in
@@ -611,44 +526,26 @@ fn run_train(
                 // Anything still queued in the socket arrives within a moment.
                 deadline = deadline.min(Instant::now() + Duration::from_millis(2));
             }
-            Ok(Msg::Reject {
-                train: t, reason, ..
-            }) if t == train => {
+            Ok(Msg::Reject { train: t, reason, .. }) if t == train => {
                 return Err(ProbeError::Rejected { server, reason });
             }
             _ => {} // stale packets of an earlier train, or noise
         }
     }
     if received == 0 && end.is_none() {
-        return Err(ProbeError::Timeout {
-            server,
-            waiting_for: "probe train",
-            after: timeout,
-        });
+        return Err(ProbeError::Timeout { server, waiting_for: "probe train", after: timeout });
     }
     // A cut train ends with its last packet received; packets after it were still on their way.
-    let judged_len = if cut {
-        got.iter().rposition(|g| g.is_some()).map_or(0, |i| i + 1)
-    } else {
-        n
-    };
+    let judged_len = if cut { got.iter().rposition(|g| g.is_some()).map_or(0, |i| i + 1) } else { n };
     let records: Vec<ProbeRecord> = schedule[..judged_len]
         .iter()
         .enumerate()
         .map(|(i, p)| match got[i] {
-            Some((send, recv)) => ProbeRecord {
-                index: i as u32,
-                send_time: Time(send),
-                recv_time: Some(recv),
-                size: p.size,
-            },
+            Some((send, recv)) => {
+                ProbeRecord { index: i as u32, send_time: Time(send), recv_time: Some(recv), size: p.size }
+            }
             // Lost: the scheduled send time stands in for the one the packet carried.
-            None => ProbeRecord {
-                index: i as u32,
-                send_time: Time(p.offset.0),
-                recv_time: None,
-                size: p.size,
-            },
+            None => ProbeRecord { index: i as u32, send_time: Time(p.offset.0), recv_time: None, size: p.size },
         })
         .collect();
     let mut estimate = estimate_train(&records, &options.estimator);

@@ -24,9 +24,7 @@
 //! time and the lateness is reported in END.
 
 use crate::timing::{wait_until, SpacingStats};
-use crate::wire::{
-    encode_probe, ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN,
-};
+use crate::wire::{encode_probe, ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::TrainDesign;
 use headroom_core::units::{Bytes, Dur, Rate};
 use std::collections::hash_map::RandomState;
@@ -103,11 +101,7 @@ struct CookieKey {
 
 impl CookieKey {
     fn new() -> CookieKey {
-        CookieKey {
-            a: RandomState::new(),
-            b: RandomState::new(),
-            origin: Instant::now(),
-        }
+        CookieKey { a: RandomState::new(), b: RandomState::new(), origin: Instant::now() }
     }
 
     fn epoch(&self) -> u64 {
@@ -181,8 +175,7 @@ impl Server {
     /// Starts the receive and pacing threads.
     pub fn spawn(self) -> io::Result<ServerHandle> {
         let local = self.sock.local_addr()?;
-        self.sock
-            .set_read_timeout(Some(Duration::from_millis(50)))?;
+        self.sock.set_read_timeout(Some(Duration::from_millis(50)))?;
         let stats = Arc::new(ServerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
         let admission = Arc::new(Mutex::new(Admission::default()));
@@ -207,12 +200,7 @@ impl Server {
                     .spawn(move || receiver(sock, config, jobs_tx, stats, stop, admission))?,
             );
         }
-        Ok(ServerHandle {
-            local,
-            stats,
-            stop,
-            threads,
-        })
+        Ok(ServerHandle { local, stats, stop, threads })
     }
 }
 
@@ -252,11 +240,7 @@ impl Drop for ServerHandle {
 }
 
 /// Checks a verified client's train against the caps; returns the schedule or the reason.
-fn admit_design(
-    params: &TrainParams,
-    config: &ServerConfig,
-    overhead: u64,
-) -> Result<TrainDesign, RejectReason> {
+fn admit_design(params: &TrainParams, config: &ServerConfig, overhead: u64) -> Result<TrainDesign, RejectReason> {
     let design = params.design().map_err(|_| RejectReason::BadDesign)?;
     if params.count > config.max_packets {
         return Err(RejectReason::OverCap);
@@ -273,10 +257,7 @@ fn admit_design(
     {
         return Err(RejectReason::OverCap);
     }
-    let top = headroom_core::abw::gap_rates(&schedule)
-        .into_iter()
-        .max()
-        .unwrap_or(Rate::ZERO);
+    let top = headroom_core::abw::gap_rates(&schedule).into_iter().max().unwrap_or(Rate::ZERO);
     if top > config.max_rate {
         return Err(RejectReason::OverCap);
     }
@@ -298,14 +279,7 @@ fn receiver(
     while !stop.load(Ordering::Relaxed) {
         let (n, peer) = match sock.recv_from(&mut buf) {
             Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
             Err(_) => continue, // e.g. ICMP errors reported on the socket
         };
         bump(&stats.datagrams);
@@ -330,12 +304,7 @@ fn receiver(
                 debug_assert!(out.len() <= n);
                 let _ = sock.send_to(&out, peer);
             }
-            Msg::Start {
-                nonce,
-                cookie,
-                train,
-                params,
-            } => {
+            Msg::Start { nonce, cookie, train, params } => {
                 if !key.valid(peer, nonce, &cookie) {
                     bump(&stats.bad_cookies);
                     continue;
@@ -368,24 +337,14 @@ fn receiver(
                 match verdict {
                     Ok(design) => {
                         bump(&stats.trains_started);
-                        let job = TrainJob {
-                            peer,
-                            train,
-                            schedule: design.schedule(),
-                            overhead,
-                        };
+                        let job = TrainJob { peer, train, schedule: design.schedule(), overhead };
                         if jobs.send(job).is_err() {
                             return;
                         }
                     }
                     Err(reason) => {
                         bump(&stats.rejected);
-                        Msg::Reject {
-                            train,
-                            reason,
-                            retry_after_ms: 500,
-                        }
-                        .encode(&mut out);
+                        Msg::Reject { train, reason, retry_after_ms: 500 }.encode(&mut out);
                         let _ = sock.send_to(&out, peer);
                     }
                 }
@@ -410,13 +369,7 @@ struct Active {
 
 impl Active {
     fn new(job: TrainJob, start: Instant) -> Active {
-        Active {
-            job,
-            start,
-            slip: Duration::ZERO,
-            next: 0,
-            spacing: SpacingStats::default(),
-        }
+        Active { job, start, slip: Duration::ZERO, next: 0, spacing: SpacingStats::default() }
     }
 
     fn deadline(&self) -> Instant {
@@ -453,12 +406,7 @@ fn pacer(
         while let Ok(job) = jobs.try_recv() {
             active.push(Active::new(job, Instant::now() + lead_in));
         }
-        let Some((i, deadline)) = active
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (i, a.deadline()))
-            .min_by_key(|x| x.1)
-        else {
+        let Some((i, deadline)) = active.iter().enumerate().map(|(i, a)| (i, a.deadline())).min_by_key(|x| x.1) else {
             continue;
         };
         // Do not oversleep new arrivals: wait at most 5 ms before polling the queue again.

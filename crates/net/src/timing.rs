@@ -64,11 +64,7 @@ pub struct SpacingStats {
 impl SpacingStats {
     /// Records one packet sent at `actual` for `deadline`.
     pub fn record(&mut self, deadline: Instant, actual: Instant) {
-        let err = if actual >= deadline {
-            actual - deadline
-        } else {
-            deadline - actual
-        };
+        let err = if actual >= deadline { actual - deadline } else { deadline - actual };
         let ns = err.as_nanos().min(u64::MAX as u128) as u64;
         self.packets += 1;
         self.sum_abs_error_ns += ns;
@@ -109,9 +105,7 @@ pub fn enable_rx_timestamps(sock: &UdpSocket) -> io::Result<()> {
 
 /// The wall clock now, as the same kind of [`Time`] as kernel timestamps.
 pub fn realtime_now() -> Time {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     Time(d.as_nanos().min(u64::MAX as u128) as u64)
 }
 
@@ -119,10 +113,7 @@ pub fn realtime_now() -> Time {
 /// timestamp, or the user-space wall clock with `false` when the kernel gave none. Honours the
 /// socket's read timeout (`WouldBlock`/`TimedOut` errors).
 pub fn recv_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, Time, bool)> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
     // u64 alignment is enough for cmsghdr + timespec.
     let mut control = [0u64; 16];
     // SAFETY: msghdr is plain data; zeroed is a valid initial value.
@@ -144,8 +135,7 @@ pub fn recv_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, 
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
                 stamp = Some(Time(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64));
             }
             c = libc::CMSG_NXTHDR(&msg, c);
@@ -179,11 +169,7 @@ mod tests {
         assert_eq!(stats.sum_abs_error_ns, errors.iter().sum::<u64>());
         // On a shared 2-core machine a packet can be preempted; most must still be on time.
         errors.sort();
-        assert!(
-            errors[25] < 50_000,
-            "median error {} ns: {stats:?}",
-            errors[25]
-        );
+        assert!(errors[25] < 50_000, "median error {} ns: {stats:?}", errors[25]);
     }
 
     #[test]
@@ -199,9 +185,6 @@ mod tests {
         let (n, t, kernel) = recv_timestamped(&rx, &mut buf).unwrap();
         assert_eq!(&buf[..n], b"hello");
         assert!(kernel, "no SO_TIMESTAMPNS control message");
-        assert!(
-            t >= before && t <= realtime_now(),
-            "{t} not within the call"
-        );
+        assert!(t >= before && t <= realtime_now(), "{t} not within the call");
     }
 }

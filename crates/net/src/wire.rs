@@ -107,9 +107,7 @@ impl TrainParams {
     /// The design these parameters describe (validated only for shape; caps are the server's).
     pub fn design(&self) -> Result<TrainDesign, DesignError> {
         if self.spacing.0 == 0 || self.count < 3 || self.size == 0 {
-            return Err(DesignError(
-                "train parameters: zero spacing or size, or fewer than 3 packets".into(),
-            ));
+            return Err(DesignError("train parameters: zero spacing or size, or fewer than 3 packets".into()));
         }
         Ok(match self.method {
             Method::PathQuick => {
@@ -126,9 +124,7 @@ impl TrainParams {
             Method::PathChirp => {
                 let gamma = self.step as f64 / 1e6;
                 if gamma <= 1.0 || gamma > 10.0 {
-                    return Err(DesignError(format!(
-                        "train parameters: spread factor {gamma} outside (1, 10]"
-                    )));
+                    return Err(DesignError(format!("train parameters: spread factor {gamma} outside (1, 10]")));
                 }
                 let size = Bytes(self.size as u64);
                 TrainDesign::PathChirp(ChirpDesign {
@@ -146,40 +142,12 @@ impl TrainParams {
 /// One decoded datagram.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Msg {
-    Hello {
-        nonce: u64,
-    },
-    Challenge {
-        nonce: u64,
-        cookie: [u8; 16],
-        max_rate_bps: u64,
-        max_packets: u16,
-        max_size: u16,
-    },
-    Start {
-        nonce: u64,
-        cookie: [u8; 16],
-        train: u32,
-        params: TrainParams,
-    },
-    Probe {
-        train: u32,
-        index: u16,
-        count: u16,
-        send_offset_ns: u64,
-    },
-    End {
-        train: u32,
-        sent: u16,
-        late: u16,
-        spacing_err_mean_ns: u32,
-        spacing_err_max_ns: u32,
-    },
-    Reject {
-        train: u32,
-        reason: RejectReason,
-        retry_after_ms: u16,
-    },
+    Hello { nonce: u64 },
+    Challenge { nonce: u64, cookie: [u8; 16], max_rate_bps: u64, max_packets: u16, max_size: u16 },
+    Start { nonce: u64, cookie: [u8; 16], train: u32, params: TrainParams },
+    Probe { train: u32, index: u16, count: u16, send_offset_ns: u64 },
+    End { train: u32, sent: u16, late: u16, spacing_err_mean_ns: u32, spacing_err_max_ns: u32 },
+    Reject { train: u32, reason: RejectReason, retry_after_ms: u16 },
 }
 
 /// Why a datagram was not understood.
@@ -193,10 +161,7 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take<const N: usize>(&mut self) -> Result<[u8; N], Malformed> {
-        let s = self
-            .b
-            .get(self.at..self.at + N)
-            .ok_or(Malformed("truncated"))?;
+        let s = self.b.get(self.at..self.at + N).ok_or(Malformed("truncated"))?;
         self.at += N;
         let mut out = [0u8; N];
         out.copy_from_slice(s);
@@ -255,26 +220,11 @@ impl Msg {
                     2 => Method::PathChirp,
                     _ => return Err(Malformed("unknown method")),
                 };
-                let params = TrainParams {
-                    method,
-                    spacing: Dur(r.u64()?),
-                    step: r.u32()?,
-                    size: r.u16()?,
-                    count: r.u16()?,
-                };
-                Msg::Start {
-                    nonce,
-                    cookie,
-                    train,
-                    params,
-                }
+                let params =
+                    TrainParams { method, spacing: Dur(r.u64()?), step: r.u32()?, size: r.u16()?, count: r.u16()? };
+                Msg::Start { nonce, cookie, train, params }
             }
-            4 => Msg::Probe {
-                train: r.u32()?,
-                index: r.u16()?,
-                count: r.u16()?,
-                send_offset_ns: r.u64()?,
-            },
+            4 => Msg::Probe { train: r.u32()?, index: r.u16()?, count: r.u16()?, send_offset_ns: r.u64()? },
             5 => Msg::End {
                 train: r.u32()?,
                 sent: r.u16()?,
@@ -302,13 +252,7 @@ impl Msg {
                 out.extend_from_slice(&nonce.to_be_bytes());
                 out.resize(HELLO_LEN, 0);
             }
-            Msg::Challenge {
-                nonce,
-                cookie,
-                max_rate_bps,
-                max_packets,
-                max_size,
-            } => {
+            Msg::Challenge { nonce, cookie, max_rate_bps, max_packets, max_size } => {
                 header(out, 2);
                 out.extend_from_slice(&nonce.to_be_bytes());
                 out.extend_from_slice(cookie);
@@ -316,12 +260,7 @@ impl Msg {
                 out.extend_from_slice(&max_packets.to_be_bytes());
                 out.extend_from_slice(&max_size.to_be_bytes());
             }
-            Msg::Start {
-                nonce,
-                cookie,
-                train,
-                params,
-            } => {
+            Msg::Start { nonce, cookie, train, params } => {
                 header(out, 3);
                 out.extend_from_slice(&nonce.to_be_bytes());
                 out.extend_from_slice(cookie);
@@ -335,25 +274,14 @@ impl Msg {
                 out.extend_from_slice(&params.size.to_be_bytes());
                 out.extend_from_slice(&params.count.to_be_bytes());
             }
-            Msg::Probe {
-                train,
-                index,
-                count,
-                send_offset_ns,
-            } => {
+            Msg::Probe { train, index, count, send_offset_ns } => {
                 header(out, 4);
                 out.extend_from_slice(&train.to_be_bytes());
                 out.extend_from_slice(&index.to_be_bytes());
                 out.extend_from_slice(&count.to_be_bytes());
                 out.extend_from_slice(&send_offset_ns.to_be_bytes());
             }
-            Msg::End {
-                train,
-                sent,
-                late,
-                spacing_err_mean_ns,
-                spacing_err_max_ns,
-            } => {
+            Msg::End { train, sent, late, spacing_err_mean_ns, spacing_err_max_ns } => {
                 header(out, 5);
                 out.extend_from_slice(&train.to_be_bytes());
                 out.extend_from_slice(&sent.to_be_bytes());
@@ -361,11 +289,7 @@ impl Msg {
                 out.extend_from_slice(&spacing_err_mean_ns.to_be_bytes());
                 out.extend_from_slice(&spacing_err_max_ns.to_be_bytes());
             }
-            Msg::Reject {
-                train,
-                reason,
-                retry_after_ms,
-            } => {
+            Msg::Reject { train, reason, retry_after_ms } => {
                 header(out, 6);
                 out.extend_from_slice(&train.to_be_bytes());
                 out.push(*reason as u8);
@@ -422,51 +346,13 @@ mod tests {
         let msgs = [
             (Msg::Hello { nonce: 7 }, HELLO_LEN),
             (
-                Msg::Challenge {
-                    nonce: 7,
-                    cookie: [9; 16],
-                    max_rate_bps: 1_000_000,
-                    max_packets: 500,
-                    max_size: 1500,
-                },
+                Msg::Challenge { nonce: 7, cookie: [9; 16], max_rate_bps: 1_000_000, max_packets: 500, max_size: 1500 },
                 CHALLENGE_LEN,
             ),
-            (
-                Msg::Start {
-                    nonce: 7,
-                    cookie: [1; 16],
-                    train: 3,
-                    params,
-                },
-                START_LEN,
-            ),
-            (
-                Msg::Probe {
-                    train: 3,
-                    index: 4,
-                    count: 28,
-                    send_offset_ns: 99,
-                },
-                PROBE_HEADER_LEN,
-            ),
-            (
-                Msg::End {
-                    train: 3,
-                    sent: 28,
-                    late: 1,
-                    spacing_err_mean_ns: 5,
-                    spacing_err_max_ns: 50,
-                },
-                END_LEN,
-            ),
-            (
-                Msg::Reject {
-                    train: 3,
-                    reason: RejectReason::Busy,
-                    retry_after_ms: 100,
-                },
-                REJECT_LEN,
-            ),
+            (Msg::Start { nonce: 7, cookie: [1; 16], train: 3, params }, START_LEN),
+            (Msg::Probe { train: 3, index: 4, count: 28, send_offset_ns: 99 }, PROBE_HEADER_LEN),
+            (Msg::End { train: 3, sent: 28, late: 1, spacing_err_mean_ns: 5, spacing_err_max_ns: 50 }, END_LEN),
+            (Msg::Reject { train: 3, reason: RejectReason::Busy, retry_after_ms: 100 }, REJECT_LEN),
         ];
         let mut buf = Vec::new();
         for (m, len) in msgs {
@@ -476,43 +362,20 @@ mod tests {
         }
         let mut hello = Vec::new();
         Msg::Hello { nonce: 1 }.encode(&mut hello);
-        Msg::Challenge {
-            nonce: 1,
-            cookie: [0; 16],
-            max_rate_bps: 0,
-            max_packets: 0,
-            max_size: 0,
-        }
-        .encode(&mut buf);
+        Msg::Challenge { nonce: 1, cookie: [0; 16], max_rate_bps: 0, max_packets: 0, max_size: 0 }.encode(&mut buf);
         assert!(buf.len() <= hello.len(), "the challenge must not amplify");
         let mut pb = vec![0xffu8; 1500];
         let p = encode_probe(&mut pb, 1472, 3, 4, 28, 99).to_vec();
         assert_eq!(p.len(), 1472);
         assert!(p[PROBE_HEADER_LEN..].iter().all(|&b| b == 0));
-        assert_eq!(
-            Msg::decode(&p).unwrap(),
-            Msg::Probe {
-                train: 3,
-                index: 4,
-                count: 28,
-                send_offset_ns: 99
-            }
-        );
+        assert_eq!(Msg::decode(&p).unwrap(), Msg::Probe { train: 3, index: 4, count: 28, send_offset_ns: 99 });
         let d = params.design().unwrap();
         assert_eq!(TrainParams::from_design(&d).unwrap(), params);
     }
 
     #[test]
     fn rejects_garbage() {
-        for b in [
-            &b""[..],
-            b"HR",
-            b"XX\x01\x01",
-            b"HR\x02\x01",
-            b"HR\x01\x09",
-            b"HR\x01\x01short",
-            b"HR\x01\x03\0\0",
-        ] {
+        for b in [&b""[..], b"HR", b"XX\x01\x01", b"HR\x02\x01", b"HR\x01\x09", b"HR\x01\x01short", b"HR\x01\x03\0\0"] {
             assert!(Msg::decode(b).is_err(), "{b:?}");
         }
     }

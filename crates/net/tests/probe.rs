@@ -4,17 +4,12 @@ use headroom_core::abw::{Method, Outcome, QuickDesign, TrainDesign};
 use headroom_core::units::{Bytes, Dur, Rate};
 use headroom_net::server::ServerStats;
 use headroom_net::wire::{Msg, RejectReason, TrainParams};
-use headroom_net::{
-    estimate_addr, EstimateOptions, ProbeError, Server, ServerConfig, ServerHandle,
-};
+use headroom_net::{estimate_addr, EstimateOptions, ProbeError, Server, ServerConfig, ServerHandle};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 fn serve(config: ServerConfig) -> ServerHandle {
-    Server::bind("127.0.0.1:0", config)
-        .unwrap()
-        .spawn()
-        .unwrap()
+    Server::bind("127.0.0.1:0", config).unwrap().spawn().unwrap()
 }
 
 fn stat(c: &std::sync::atomic::AtomicU64) -> u64 {
@@ -32,12 +27,7 @@ fn settled(c: &std::sync::atomic::AtomicU64, want: u64) -> u64 {
 
 fn small_train() -> TrainDesign {
     // 30 packets, 2 ms apart, 48..1208 B: 58 ms, probes 352 kbit/s .. 4.8 Mbit/s.
-    TrainDesign::PathQuick(QuickDesign {
-        t_quick: Dur::from_millis(2),
-        p_1: Bytes(48),
-        delta_p: Bytes(40),
-        n: 30,
-    })
+    TrainDesign::PathQuick(QuickDesign { t_quick: Dur::from_millis(2), p_1: Bytes(48), delta_p: Bytes(40), n: 30 })
 }
 
 #[test]
@@ -54,10 +44,7 @@ fn loopback_pathquick_end_to_end() {
     // Loopback has far more than 12 Mbit/s free: above range, or an estimate near the top.
     let top = e.design.probed_range().1;
     match &e.outcome {
-        Outcome::AboveRange { at_least } => assert!(
-            at_least.bps() as f64 >= 0.8 * top.bps() as f64,
-            "{at_least}"
-        ),
+        Outcome::AboveRange { at_least } => assert!(at_least.bps() as f64 >= 0.8 * top.bps() as f64, "{at_least}"),
         Outcome::Estimate(r) => assert!(r.bps() as f64 >= 0.8 * top.bps() as f64, "{r}"),
         o => panic!("unexpected {o:?}"),
     }
@@ -67,11 +54,7 @@ fn loopback_pathquick_end_to_end() {
         "{:?} for a {train} train",
         e.elapsed_per_train
     );
-    assert!(
-        e.quality.spacing_error_max < Dur::from_millis(5),
-        "{:?}",
-        e.quality
-    );
+    assert!(e.quality.spacing_error_max < Dur::from_millis(5), "{:?}", e.quality);
     assert_eq!(settled(&server.stats().trains_completed, 1), 1);
     assert_eq!(stat(&server.stats().probes_sent), e.design.packets() as u64);
 }
@@ -95,14 +78,8 @@ fn loopback_pathchirp_with_repeats() {
 #[test]
 fn unreachable_and_silent_servers_give_clear_errors() {
     // Nothing listens: ICMP port unreachable → refused.
-    let closed = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let opts = EstimateOptions {
-        timeout: Duration::from_millis(600),
-        ..EstimateOptions::default()
-    };
+    let closed = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let opts = EstimateOptions { timeout: Duration::from_millis(600), ..EstimateOptions::default() };
     let t = Instant::now();
     match estimate_addr(closed, &opts) {
         Err(ProbeError::Unreachable { .. }) | Err(ProbeError::Timeout { .. }) => {}
@@ -163,17 +140,10 @@ fn server_survives_garbage() {
     }
     let handled = stat(&s.malformed) + stat(&s.bad_cookies) + stat(&s.unexpected) + stat(&s.hellos);
     assert_eq!(stat(&s.datagrams), handled);
-    assert!(
-        stat(&s.malformed) > sent / 2,
-        "malformed {}",
-        stat(&s.malformed)
-    );
+    assert!(stat(&s.malformed) > sent / 2, "malformed {}", stat(&s.malformed));
     assert_eq!(stat(&s.trains_started), 0);
     // And the server still works.
-    let opts = EstimateOptions {
-        design: Some(small_train()),
-        ..EstimateOptions::default()
-    };
+    let opts = EstimateOptions { design: Some(small_train()), ..EstimateOptions::default() };
     let e = estimate_addr(addr, &opts).expect("estimate after fuzzing");
     assert!(e.available_bandwidth.is_some());
 }
@@ -190,9 +160,7 @@ fn spoofed_requests_get_no_train() {
     Msg::Hello { nonce: 42 }.encode(&mut out);
     let hello_len = out.len();
     victim.send_to(&out, addr).unwrap();
-    victim
-        .set_read_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
+    victim.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     let mut buf = [0u8; 2048];
     let (n, _) = victim.recv_from(&mut buf).unwrap();
     assert!(n <= hello_len, "challenge amplifies: {n} > {hello_len}");
@@ -204,23 +172,11 @@ fn spoofed_requests_get_no_train() {
     // The attacker cannot see the cookie: guesses, and even the real cookie replayed from its
     // own address, start nothing.
     for guess in [[0u8; 16], [0xff; 16], cookie] {
-        Msg::Start {
-            nonce: 42,
-            cookie: guess,
-            train: 1,
-            params,
-        }
-        .encode(&mut out);
+        Msg::Start { nonce: 42, cookie: guess, train: 1, params }.encode(&mut out);
         attacker.send_to(&out, addr).unwrap();
     }
     // A wrong nonce with the right cookie from the right address fails too.
-    Msg::Start {
-        nonce: 43,
-        cookie,
-        train: 1,
-        params,
-    }
-    .encode(&mut out);
+    Msg::Start { nonce: 43, cookie, train: 1, params }.encode(&mut out);
     victim.send_to(&out, addr).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let s = server.stats();
@@ -229,10 +185,7 @@ fn spoofed_requests_get_no_train() {
     assert_eq!(stat(&s.bad_cookies), 4);
     for sock in [&victim, &attacker] {
         sock.set_nonblocking(true).unwrap();
-        assert!(
-            sock.recv_from(&mut buf).is_err(),
-            "a datagram reached a socket that never proved itself"
-        );
+        assert!(sock.recv_from(&mut buf).is_err(), "a datagram reached a socket that never proved itself");
     }
 }
 
@@ -268,31 +221,17 @@ fn fifty_concurrent_clients() {
 
 #[test]
 fn caps_are_enforced() {
-    let server = serve(ServerConfig {
-        max_rate: Rate::from_mbps(5),
-        trains_per_window: 2,
-        ..ServerConfig::default()
-    });
+    let server = serve(ServerConfig { max_rate: Rate::from_mbps(5), trains_per_window: 2, ..ServerConfig::default() });
     let addr = server.local_addr();
     // 12 Mbit/s top rate > 5 Mbit/s cap.
     match estimate_addr(addr, &EstimateOptions::default()) {
-        Err(ProbeError::Rejected {
-            reason: RejectReason::OverCap,
-            ..
-        }) => {}
+        Err(ProbeError::Rejected { reason: RejectReason::OverCap, .. }) => {}
         other => panic!("expected over-cap rejection, got {other:?}"),
     }
     // Two trains per window from this IP, the third is refused.
-    let opts = EstimateOptions {
-        design: Some(small_train()),
-        repeat: 3,
-        ..EstimateOptions::default()
-    };
+    let opts = EstimateOptions { design: Some(small_train()), repeat: 3, ..EstimateOptions::default() };
     match estimate_addr(addr, &opts) {
-        Err(ProbeError::Rejected {
-            reason: RejectReason::TooMany,
-            ..
-        }) => {}
+        Err(ProbeError::Rejected { reason: RejectReason::TooMany, .. }) => {}
         other => panic!("expected too-many rejection, got {other:?}"),
     }
     assert_eq!(settled(&server.stats().trains_completed, 2), 2);
@@ -332,9 +271,8 @@ fn late_tail_server(late: usize, hold: Duration, trains: usize) -> (std::net::So
                         }
                         std::thread::sleep(at.saturating_duration_since(Instant::now()));
                         let payload = (p.size.0 - 28) as usize;
-                        let sent = headroom_net::wire::encode_probe(
-                            &mut pkt, payload, train, i as u16, n as u16, p.offset.0,
-                        );
+                        let sent =
+                            headroom_net::wire::encode_probe(&mut pkt, payload, train, i as u16, n as u16, p.offset.0);
                         sock.send_to(sent, peer).unwrap();
                     }
                     Msg::End { train, sent: n as u16, late: 0, spacing_err_mean_ns: 0, spacing_err_max_ns: 0 }

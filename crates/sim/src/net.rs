@@ -69,13 +69,26 @@ pub enum Ev {
     /// A link finished serialising its current packet.
     LinkFree(LinkId),
     /// A packet arrives at a node.
-    Arrive { pkt: u32, node: NodeId },
+    Arrive {
+        pkt: u32,
+        node: NodeId,
+    },
     /// TCP retransmission timer check.
-    Rto { conn: u32, gen: u32 },
+    Rto {
+        conn: u32,
+        gen: u32,
+    },
     /// TCP delayed-ACK timer.
-    DelAck { conn: u32, gen: u32, seq: u32 },
+    DelAck {
+        conn: u32,
+        gen: u32,
+        seq: u32,
+    },
     /// TCP sender wake-up: controller timer, send-buffer release, pacing.
-    Wakeup { conn: u32, gen: u32 },
+    Wakeup {
+        conn: u32,
+        gen: u32,
+    },
     /// A bulk TCP flow starts or stops.
     BulkStart(u32),
     BulkStop(u32),
@@ -84,7 +97,10 @@ pub enum Ev {
     /// A web client requests its next page.
     WebPage(u32),
     /// A web client requests one more object of its page (with `object_gap`).
-    WebObject { client: u32, size: u64 },
+    WebObject {
+        client: u32,
+        size: u64,
+    },
     /// A probe sender wakes up.
     ProbeWake(u32),
     /// Periodic trace sample.
@@ -327,7 +343,8 @@ impl Net {
         }
         let now = self.now;
         let link = &mut self.links[li as usize];
-        let lost = (link.loss > 0.0 && link.loss_rng.bernoulli(link.loss)) || (!link.outages.is_empty() && link.down_at(now));
+        let lost =
+            (link.loss > 0.0 && link.loss_rng.bernoulli(link.loss)) || (!link.outages.is_empty() && link.down_at(now));
         if lost {
             link.random_losses += 1;
             link.drops += 1;
@@ -397,7 +414,14 @@ mod tests {
     use super::*;
 
     fn link(from: NodeId, to: NodeId, mbps: u64, delay_ms: u64, limit: u32) -> Link {
-        Link::new(format!("{from}->{to}"), from, to, Rate::from_mbps(mbps), Dur::from_millis(delay_ms), QueueLimit::Packets(limit))
+        Link::new(
+            format!("{from}->{to}"),
+            from,
+            to,
+            Rate::from_mbps(mbps),
+            Dur::from_millis(delay_ms),
+            QueueLimit::Packets(limit),
+        )
     }
 
     fn pkt(dst: NodeId, size: u32) -> Packet {
@@ -407,7 +431,8 @@ mod tests {
     #[test]
     fn serialisation_and_propagation_delay() {
         // 0 -> 1 -> 2, 12 Mbps so that 1500 B take exactly 1 ms per hop.
-        let mut net = Net::new(vec!["a".into(), "b".into(), "c".into()], vec![link(0, 1, 12, 5, 10), link(1, 2, 12, 5, 10)]);
+        let mut net =
+            Net::new(vec!["a".into(), "b".into(), "c".into()], vec![link(0, 1, 12, 5, 10), link(1, 2, 12, 5, 10)]);
         net.send(0, pkt(2, 1500));
         let mut arrival = None;
         while let Some(ev) = net.pop_until(Time::MAX) {

@@ -52,7 +52,14 @@ pub fn trace_csv(w: &World) -> String {
     let mut s = String::with_capacity(w.trace.len() * 32 + 32);
     s.push_str("time_s,flow,metric,value\n");
     for row in &w.trace {
-        let _ = writeln!(s, "{:.6},{},{},{}", row.time.as_secs_f64(), w.series[row.series as usize], row.metric.name(), fmt_value(row.value));
+        let _ = writeln!(
+            s,
+            "{:.6},{},{},{}",
+            row.time.as_secs_f64(),
+            w.series[row.series as usize],
+            row.metric.name(),
+            fmt_value(row.value)
+        );
     }
     s
 }

@@ -63,7 +63,15 @@ pub struct TrainProber {
 }
 
 impl TrainProber {
-    pub fn new(design: TrainDesign, estimator: EstimatorConfig, start: Time, interval: Dur, collect_timeout: Dur, stop: Time, stat: u32) -> TrainProber {
+    pub fn new(
+        design: TrainDesign,
+        estimator: EstimatorConfig,
+        start: Time,
+        interval: Dur,
+        collect_timeout: Dur,
+        stop: Time,
+        stat: u32,
+    ) -> TrainProber {
         let schedule = design.schedule();
         TrainProber {
             design,

@@ -261,14 +261,7 @@ mod tests {
             x = x.wrapping_add(GOLDEN_GAMMA);
             *o = mix64(x);
         }
-        assert_eq!(
-            out,
-            [
-                0xE220_A839_7B1D_CDAF,
-                0x6E78_9E6A_A1B9_65F4,
-                0x06C4_5D18_8009_454F
-            ]
-        );
+        assert_eq!(out, [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F]);
         // xoshiro256** from state {1, 2, 3, 4}: first output is rotl(2*5, 7)*9 = 11520.
         let mut r = Rng { s: [1, 2, 3, 4] };
         assert_eq!(r.next_u64(), 11520);
@@ -389,10 +382,7 @@ mod tests {
         ys.sort_by(f64::total_cmp);
         let median = ys[100_000];
         let expect = 2_000.0 * 2f64.powf(1.0 / 1.2);
-        assert!(
-            (median / expect - 1.0).abs() < 0.01,
-            "median {median} vs {expect}"
-        );
+        assert!((median / expect - 1.0).abs() < 0.01, "median {median} vs {expect}");
     }
 
     #[test]
@@ -414,11 +404,7 @@ mod tests {
         let mut worst_exp: f64 = 0.0;
         for i in 0..100_000 {
             // log-uniform over a wide range, plus values near 1
-            let x = if i % 2 == 0 {
-                exp(r.uniform_range(-700.0, 700.0))
-            } else {
-                1.0 + r.uniform_range(-1e-3, 1e-3)
-            };
+            let x = if i % 2 == 0 { exp(r.uniform_range(-700.0, 700.0)) } else { 1.0 + r.uniform_range(-1e-3, 1e-3) };
             let a = ln(x);
             let b = x.ln();
             let err = (a - b).abs() / b.abs().max(1e-300);

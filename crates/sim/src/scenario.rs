@@ -389,14 +389,16 @@ pub fn line_of(src: &str, span: &Range<usize>) -> usize {
 impl Scenario {
     /// Parses and validates scenario text; `origin` names the file in messages.
     pub fn parse(src: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        let s: Scenario = toml::from_str(src).map_err(|e| ScenarioError(format!("{origin}: {}", e.to_string().trim_end())))?;
+        let s: Scenario =
+            toml::from_str(src).map_err(|e| ScenarioError(format!("{origin}: {}", e.to_string().trim_end())))?;
         s.validate(src, origin)?;
         Ok(s)
     }
 
     /// Reads, parses and validates a scenario file.
     pub fn load(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
-        let src = std::fs::read_to_string(path).map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
+        let src = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
         Scenario::parse(&src, &path.display().to_string())
     }
 
@@ -420,7 +422,15 @@ impl Scenario {
             if nodes.iter().any(|x| x == n.get_ref()) {
                 Ok(())
             } else {
-                Err(err(&n.span(), key, format!("unknown node `{}` (nodes are named by `[[link]]` entries: {})", n.get_ref(), nodes.join(", "))))
+                Err(err(
+                    &n.span(),
+                    key,
+                    format!(
+                        "unknown node `{}` (nodes are named by `[[link]]` entries: {})",
+                        n.get_ref(),
+                        nodes.join(", ")
+                    ),
+                ))
             }
         };
         for (i, l) in self.links.iter().enumerate() {
@@ -432,12 +442,20 @@ impl Scenario {
             }
             for (k, p) in [("loss", l.loss), ("loss_ba", l.loss_ba)] {
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(err(&l.a.span(), &format!("link[{i}].{k}"), format!("{p} is not a probability in [0, 1]")));
+                    return Err(err(
+                        &l.a.span(),
+                        &format!("link[{i}].{k}"),
+                        format!("{p} is not a probability in [0, 1]"),
+                    ));
                 }
             }
             l.outages().map_err(|m| err(&l.a.span(), &format!("link[{i}].down"), m))?;
             if l.queue.is_some() && l.queue_bytes.is_some() {
-                return Err(err(&l.a.span(), &format!("link[{i}]"), "give `queue` (packets) or `queue_bytes`, not both".into()));
+                return Err(err(
+                    &l.a.span(),
+                    &format!("link[{i}]"),
+                    "give `queue` (packets) or `queue_bytes`, not both".into(),
+                ));
             }
         }
         for (i, t) in self.tcp.iter().enumerate() {
@@ -446,14 +464,22 @@ impl Scenario {
             crate::world::check_cc_name(t.cc.get_ref()).map_err(|m| err(&t.cc.span(), &format!("tcp[{i}].cc"), m))?;
             if let Some(r) = &t.ssthresh_rule {
                 if !["flight_size", "window"].contains(&r.get_ref().as_str()) {
-                    return Err(err(&r.span(), &format!("tcp[{i}].ssthresh_rule"), format!("unknown rule `{}` (flight_size, window)", r.get_ref())));
+                    return Err(err(
+                        &r.span(),
+                        &format!("tcp[{i}].ssthresh_rule"),
+                        format!("unknown rule `{}` (flight_size, window)", r.get_ref()),
+                    ));
                 }
             }
             if let Some(r) = &t.rto {
                 rto_preset(r.get_ref()).map_err(|m| err(&r.span(), &format!("tcp[{i}].rto"), m))?;
             }
             if t.mss.is_some_and(|m| !(64..=65_000).contains(&m)) {
-                return Err(err(&t.from.span(), &format!("tcp[{i}].mss"), "mss must be within 64..=65000 bytes".into()));
+                return Err(err(
+                    &t.from.span(),
+                    &format!("tcp[{i}].mss"),
+                    "mss must be within 64..=65000 bytes".into(),
+                ));
             }
             if t.from.get_ref() == t.to.get_ref() {
                 return Err(err(&t.to.span(), &format!("tcp[{i}].to"), "sender and receiver are the same node".into()));
@@ -464,11 +490,16 @@ impl Scenario {
                 }
             }
             if let Some(spec) = &t.imtcp {
-                crate::world::make_imtcp(spec, t.delayed_ack).map_err(|m| err(&t.from.span(), &format!("tcp[{i}].imtcp"), m))?;
+                crate::world::make_imtcp(spec, t.delayed_ack)
+                    .map_err(|m| err(&t.from.span(), &format!("tcp[{i}].imtcp"), m))?;
             }
             for (k, p) in t.passive.iter().enumerate() {
                 if !PASSIVE_NAMES.contains(&p.get_ref().as_str()) {
-                    return Err(err(&p.span(), &format!("tcp[{i}].passive[{k}]"), format!("unknown estimator `{}` ({})", p.get_ref(), PASSIVE_NAMES.join(", "))));
+                    return Err(err(
+                        &p.span(),
+                        &format!("tcp[{i}].passive[{k}]"),
+                        format!("unknown estimator `{}` ({})", p.get_ref(), PASSIVE_NAMES.join(", ")),
+                    ));
                 }
             }
         }
@@ -491,16 +522,27 @@ impl Scenario {
             known(&p.from, &format!("probe[{i}].from"))?;
             known(&p.to, &format!("probe[{i}].to"))?;
             if p.from.get_ref() == p.to.get_ref() {
-                return Err(err(&p.to.span(), &format!("probe[{i}].to"), "sender and receiver are the same node".into()));
+                return Err(err(
+                    &p.to.span(),
+                    &format!("probe[{i}].to"),
+                    "sender and receiver are the same node".into(),
+                ));
             }
-            crate::world::make_prober(p, Dur::ZERO, 0, Dur::from_secs(1)).map_err(|m| err(&p.method.span(), &format!("probe[{i}]"), m))?;
+            crate::world::make_prober(p, Dur::ZERO, 0, Dur::from_secs(1))
+                .map_err(|m| err(&p.method.span(), &format!("probe[{i}]"), m))?;
         }
         for q in &self.trace.queues {
             let ok = q.get_ref().split_once("->").is_some_and(|(a, b)| {
-                self.links.iter().any(|l| (l.a.get_ref() == a && l.b.get_ref() == b) || (l.b.get_ref() == a && l.a.get_ref() == b))
+                self.links
+                    .iter()
+                    .any(|l| (l.a.get_ref() == a && l.b.get_ref() == b) || (l.b.get_ref() == a && l.a.get_ref() == b))
             });
             if !ok {
-                return Err(err(&q.span(), "trace.queues", format!("`{}` is not a link direction \"a->b\" of this topology", q.get_ref())));
+                return Err(err(
+                    &q.span(),
+                    "trace.queues",
+                    format!("`{}` is not a link direction \"a->b\" of this topology", q.get_ref()),
+                ));
             }
         }
         if self.trace.interval == Dur::ZERO {

@@ -25,17 +25,13 @@ impl Visitor<'_> for RateVisitor {
         parse_rate(v).map_err(|e| E::custom(format_args!("invalid rate {e}")))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
-        Err(E::custom(format_args!(
-            "invalid rate `{v}`: write the unit, e.g. \"{v}Mbps\" or \"{v}bps\""
-        )))
+        Err(E::custom(format_args!("invalid rate `{v}`: write the unit, e.g. \"{v}Mbps\" or \"{v}bps\"")))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
         self.visit_i64(v as i64)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
-        Err(E::custom(format_args!(
-            "invalid rate `{v}`: write the unit, e.g. \"{v}Mbps\""
-        )))
+        Err(E::custom(format_args!("invalid rate `{v}`: write the unit, e.g. \"{v}Mbps\"")))
     }
 }
 
@@ -49,17 +45,13 @@ impl Visitor<'_> for DurVisitor {
         parse_dur(v).map_err(|e| E::custom(format_args!("invalid duration {e}")))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-        Err(E::custom(format_args!(
-            "invalid duration `{v}`: write the unit, e.g. \"{v}ms\" or \"{v}s\""
-        )))
+        Err(E::custom(format_args!("invalid duration `{v}`: write the unit, e.g. \"{v}ms\" or \"{v}s\"")))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
         self.visit_i64(v as i64)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-        Err(E::custom(format_args!(
-            "invalid duration `{v}`: write the unit, e.g. \"{v}s\""
-        )))
+        Err(E::custom(format_args!("invalid duration `{v}`: write the unit, e.g. \"{v}s\"")))
     }
 }
 
@@ -73,9 +65,7 @@ impl Visitor<'_> for BytesVisitor {
         parse_bytes(v).map_err(|e| E::custom(format_args!("invalid size {e}")))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Bytes, E> {
-        u64::try_from(v)
-            .map(Bytes)
-            .map_err(|_| E::custom(format_args!("invalid size `{v}`: must not be negative")))
+        u64::try_from(v).map(Bytes).map_err(|_| E::custom(format_args!("invalid size `{v}`: must not be negative")))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Bytes, E> {
         Ok(Bytes(v))
@@ -182,9 +172,7 @@ mod tests {
 
     #[test]
     fn parses_units_and_options() {
-        let s: Sample =
-            toml::from_str("rate = \"3Mbps\"\ndelay = \"10ms\"\nsize = 1500\nstop = \"2s\"\n")
-                .unwrap();
+        let s: Sample = toml::from_str("rate = \"3Mbps\"\ndelay = \"10ms\"\nsize = 1500\nstop = \"2s\"\n").unwrap();
         assert_eq!(s.rate, Rate::from_mbps(3));
         assert_eq!(s.delay, Dur::from_millis(10));
         assert_eq!(s.size, Bytes(1500));
@@ -202,28 +190,16 @@ mod tests {
 
     #[test]
     fn errors_name_the_bad_value_and_key() {
-        let e = toml::from_str::<Sample>("rate = \"3Mbq\"\ndelay = \"10ms\"\nsize = 1")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("3Mbq") && e.contains("rate") && e.contains("line 1"),
-            "{e}"
-        );
-        let e = toml::from_str::<Sample>("rate = 3\ndelay = \"10ms\"\nsize = 1")
-            .unwrap_err()
-            .to_string();
+        let e = toml::from_str::<Sample>("rate = \"3Mbq\"\ndelay = \"10ms\"\nsize = 1").unwrap_err().to_string();
+        assert!(e.contains("3Mbq") && e.contains("rate") && e.contains("line 1"), "{e}");
+        let e = toml::from_str::<Sample>("rate = 3\ndelay = \"10ms\"\nsize = 1").unwrap_err().to_string();
         assert!(e.contains("`3`") && e.contains("unit"), "{e}");
-        let e = toml::from_str::<Sample>("rate = \"3Mbps\"\ndelay = \"10 parsecs\"\nsize = 1")
-            .unwrap_err()
-            .to_string();
+        let e = toml::from_str::<Sample>("rate = \"3Mbps\"\ndelay = \"10 parsecs\"\nsize = 1").unwrap_err().to_string();
         assert!(e.contains("parsecs") && e.contains("line 2"), "{e}");
-        let e = toml::from_str::<Sample>("rate = \"3Mbps\"\ndelay = \"1s\"\nsize = -4")
-            .unwrap_err()
-            .to_string();
+        let e = toml::from_str::<Sample>("rate = \"3Mbps\"\ndelay = \"1s\"\nsize = -4").unwrap_err().to_string();
         assert!(e.contains("-4"), "{e}");
-        let e = toml::from_str::<Sample>("rate = \"3Mbps\"\ndelay = \"1s\"\nsize = 1\nstop = 5")
-            .unwrap_err()
-            .to_string();
+        let e =
+            toml::from_str::<Sample>("rate = \"3Mbps\"\ndelay = \"1s\"\nsize = 1\nstop = 5").unwrap_err().to_string();
         assert!(e.contains("`5`") && e.contains("stop"), "{e}");
     }
 
@@ -235,9 +211,7 @@ mod tests {
             _rate: Rate,
         }
         assert!(toml::from_str::<Nz>("_rate = \"1bps\"").is_ok());
-        let e = toml::from_str::<Nz>("_rate = \"0Mbps\"")
-            .unwrap_err()
-            .to_string();
+        let e = toml::from_str::<Nz>("_rate = \"0Mbps\"").unwrap_err().to_string();
         assert!(e.contains("must be positive"), "{e}");
     }
 }

@@ -9,7 +9,8 @@ use crate::world::{Report, World};
 
 /// Returns `src` with `key` set to `value`, as a scenario.
 pub fn with_value(src: &str, origin: &str, key: &str, value: &toml::Value) -> Result<Scenario, ScenarioError> {
-    let mut doc: toml::Table = toml::from_str(src).map_err(|e| ScenarioError(format!("{origin}: {}", e.to_string().trim_end())))?;
+    let mut doc: toml::Table =
+        toml::from_str(src).map_err(|e| ScenarioError(format!("{origin}: {}", e.to_string().trim_end())))?;
     doc.remove("sweep");
     let parts: Vec<&str> = key.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
@@ -55,7 +56,13 @@ pub struct SweepPoint {
 }
 
 /// Runs the sweep: one run per value, in order.
-pub fn run(src: &str, origin: &str, key: &str, values: &[toml::Value], seed: Option<u64>) -> Result<Vec<SweepPoint>, ScenarioError> {
+pub fn run(
+    src: &str,
+    origin: &str,
+    key: &str,
+    values: &[toml::Value],
+    seed: Option<u64>,
+) -> Result<Vec<SweepPoint>, ScenarioError> {
     let mut out = Vec::new();
     for v in values {
         let sc = with_value(src, origin, key, v)?;

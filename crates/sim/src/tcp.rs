@@ -323,7 +323,13 @@ impl TcpConn {
                 self.sent_log.push_back((seq + len, self.delivered, now));
             }
             let seg = Segment { seq, len: Bytes(len), retransmission };
-            self.cc.on_sent(&SentEvent { now, seq, len: Bytes(len), retransmission, in_flight: Bytes(self.snd_max - self.snd_una) });
+            self.cc.on_sent(&SentEvent {
+                now,
+                seq,
+                len: Bytes(len),
+                retransmission,
+                in_flight: Bytes(self.snd_max - self.snd_una),
+            });
             match self.buffer.as_mut() {
                 Some(b) => b.release(now, seg),
                 None => self.put_on_wire(net, seg),
@@ -375,7 +381,13 @@ impl TcpConn {
         self.karn = None;
         self.counters.retransmits += 1;
         self.last_send = net.now;
-        self.cc.on_sent(&SentEvent { now: net.now, seq, len: Bytes(len), retransmission: true, in_flight: Bytes(self.snd_max - self.snd_una) });
+        self.cc.on_sent(&SentEvent {
+            now: net.now,
+            seq,
+            len: Bytes(len),
+            retransmission: true,
+            in_flight: Bytes(self.snd_max - self.snd_una),
+        });
         self.put_on_wire(net, Segment { seq, len: Bytes(len), retransmission: true });
         if let Some(b) = self.buffer.as_mut() {
             b.on_retransmit(net.now);
@@ -415,7 +427,10 @@ impl TcpConn {
     }
 
     fn arm_rto(&mut self, net: &mut Net) {
-        let deadline = Time((net.now + self.rto).0.div_ceil(self.params.rto.granularity.0.max(1)) * self.params.rto.granularity.0.max(1));
+        let deadline = Time(
+            (net.now + self.rto).0.div_ceil(self.params.rto.granularity.0.max(1))
+                * self.params.rto.granularity.0.max(1),
+        );
         self.rto_deadline = Some(deadline);
         if self.rto_event.is_none_or(|e| deadline < e) {
             net.schedule(deadline, Ev::Rto { conn: self.slot, gen: self.gen });
@@ -601,7 +616,10 @@ impl TcpConn {
         } else {
             self.delack_pending = true;
             self.delack_seq = self.delack_seq.wrapping_add(1);
-            net.schedule(net.now + self.params.delack_timeout, Ev::DelAck { conn: self.slot, gen: self.gen, seq: self.delack_seq });
+            net.schedule(
+                net.now + self.params.delack_timeout,
+                Ev::DelAck { conn: self.slot, gen: self.gen, seq: self.delack_seq },
+            );
         }
         let outcome = if complete && self.completed.is_none() {
             self.completed = Some(net.now);
@@ -667,12 +685,19 @@ mod tests {
 
     /// Runs one connection over a 100 Mb/s, 50 ms one-way path (with optional blackout) until
     /// `until`; returns it with the departure times of its data segments.
-    fn drive(cc: Box<dyn CongestionControl>, params: TcpParams, outage: Option<(Time, Time)>, until: Time) -> (TcpConn, Vec<Time>) {
-        let mut fwd = Link::new("a->b".into(), 0, 1, Rate::from_mbps(100), Dur::from_millis(50), QueueLimit::Packets(1000));
+    fn drive(
+        cc: Box<dyn CongestionControl>,
+        params: TcpParams,
+        outage: Option<(Time, Time)>,
+        until: Time,
+    ) -> (TcpConn, Vec<Time>) {
+        let mut fwd =
+            Link::new("a->b".into(), 0, 1, Rate::from_mbps(100), Dur::from_millis(50), QueueLimit::Packets(1000));
         if let Some(o) = outage {
             fwd = fwd.with_outages(vec![o]);
         }
-        let back = Link::new("b->a".into(), 1, 0, Rate::from_mbps(100), Dur::from_millis(50), QueueLimit::Packets(1000));
+        let back =
+            Link::new("b->a".into(), 1, 0, Rate::from_mbps(100), Dur::from_millis(50), QueueLimit::Packets(1000));
         let mut net = Net::new(vec!["a".into(), "b".into()], vec![fwd, back]);
         let mut c = TcpConn::new(0, 1, 0, 1, 0, Owner::Bulk(0), params, cc, None, u64::MAX);
         let mut departures = Vec::new();

@@ -110,9 +110,7 @@ use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, Vis
 use serde::Deserialize;
 
 use crate::rng::{self, Rng};
-use crate::serde_units::{
-    de_bytes_nonzero, de_dur, de_dur_nonzero, de_opt_bytes, de_opt_dur, de_rate_nonzero,
-};
+use crate::serde_units::{de_bytes_nonzero, de_dur, de_dur_nonzero, de_opt_bytes, de_opt_dur, de_rate_nonzero};
 
 /// The trimodal Internet packet-size mix: `(IP size in bytes, integer weight)`. See the module
 /// documentation for its source.
@@ -137,11 +135,7 @@ impl SizeDist {
         match self {
             SizeDist::Fixed(s) => *s,
             SizeDist::Uniform { min, max } => {
-                let (lo, hi) = if min <= max {
-                    (*min, *max)
-                } else {
-                    (*max, *min)
-                };
+                let (lo, hi) = if min <= max { (*min, *max) } else { (*max, *min) };
                 lo + rng.below(u64::from(hi - lo) + 1) as u32
             }
             SizeDist::InternetMix => {
@@ -186,11 +180,7 @@ impl SizeDist {
                 if total <= 0.0 {
                     return 0.0;
                 }
-                points
-                    .iter()
-                    .map(|p| f64::from(p.0) * p.1.max(0.0))
-                    .sum::<f64>()
-                    / total
+                points.iter().map(|p| f64::from(p.0) * p.1.max(0.0)).sum::<f64>() / total
             }
         }
     }
@@ -202,13 +192,9 @@ impl SizeDist {
             SizeDist::Fixed(_) | SizeDist::InternetMix => Ok(()),
             SizeDist::Uniform { min, max } => {
                 if *min == 0 {
-                    Err(format!(
-                        "uniform packet sizes: min = {min} must be at least 1 byte"
-                    ))
+                    Err(format!("uniform packet sizes: min = {min} must be at least 1 byte"))
                 } else if min > max {
-                    Err(format!(
-                        "uniform packet sizes: min = {min} is above max = {max}"
-                    ))
+                    Err(format!("uniform packet sizes: min = {min} is above max = {max}"))
                 } else {
                     Ok(())
                 }
@@ -265,8 +251,7 @@ impl<'de> Deserialize<'de> for SizeDist {
                 )
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeDist, E> {
-                let s = u32::try_from(v)
-                    .map_err(|_| E::custom(format_args!("packet size {v} is too large")))?;
+                let s = u32::try_from(v).map_err(|_| E::custom(format_args!("packet size {v} is too large")))?;
                 let dist = SizeDist::Fixed(s);
                 dist.validate().map_err(E::custom)?;
                 Ok(dist)
@@ -329,11 +314,7 @@ impl CountDist {
                 1 + (k.min(u32::MAX as f64 - 1.0)) as u32
             }
             CountDist::Poisson { mean } => {
-                let lambda = if mean.is_finite() {
-                    (mean - 1.0).min(MAX_COUNT_MEAN)
-                } else {
-                    0.0
-                };
+                let lambda = if mean.is_finite() { (mean - 1.0).min(MAX_COUNT_MEAN) } else { 0.0 };
                 // Count unit-rate exponential arrivals in [0, lambda).
                 let mut count = 1u32;
                 let mut t = rng.exponential(1.0);
@@ -363,9 +344,7 @@ impl CountDist {
                 if mean.is_finite() && (1.0..=MAX_COUNT_MEAN).contains(&mean) {
                     Ok(())
                 } else {
-                    Err(format!(
-                        "objects per page: mean {mean} must be between 1 and {MAX_COUNT_MEAN}"
-                    ))
+                    Err(format!("objects per page: mean {mean} must be between 1 and {MAX_COUNT_MEAN}"))
                 }
             }
         }
@@ -386,13 +365,10 @@ impl<'de> Deserialize<'de> for CountDist {
         impl<'de> Visitor<'de> for V {
             type Value = CountDist;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str(
-                    "a count, or a table with kind = \"fixed\", \"geometric\" or \"poisson\" and `mean`",
-                )
+                f.write_str("a count, or a table with kind = \"fixed\", \"geometric\" or \"poisson\" and `mean`")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<CountDist, E> {
-                let n = u32::try_from(v)
-                    .map_err(|_| E::custom(format_args!("count {v} is too large")))?;
+                let n = u32::try_from(v).map_err(|_| E::custom(format_args!("count {v} is too large")))?;
                 let dist = CountDist::Fixed(n);
                 dist.validate().map_err(E::custom)?;
                 Ok(dist)
@@ -428,9 +404,7 @@ fn check_pareto_shape(shape: f64) -> Result<(), String> {
     if shape.is_finite() && shape > 1.0 {
         Ok(())
     } else {
-        Err(format!(
-            "invalid Pareto shape {shape}: must be greater than 1 (the mean is infinite otherwise)"
-        ))
+        Err(format!("invalid Pareto shape {shape}: must be greater than 1 (the mean is infinite otherwise)"))
     }
 }
 
@@ -488,17 +462,8 @@ impl UdpPattern {
     pub fn mean_rate(&self) -> Rate {
         match *self {
             UdpPattern::Cbr { rate } | UdpPattern::Poisson { rate } => rate,
-            UdpPattern::ExpOnOff {
-                rate,
-                mean_on,
-                mean_off,
-            }
-            | UdpPattern::ParetoOnOff {
-                rate,
-                mean_on,
-                mean_off,
-                ..
-            } => {
+            UdpPattern::ExpOnOff { rate, mean_on, mean_off }
+            | UdpPattern::ParetoOnOff { rate, mean_on, mean_off, .. } => {
                 let cycle = u128::from(mean_on.as_nanos()) + u128::from(mean_off.as_nanos());
                 if cycle == 0 {
                     return rate;
@@ -622,24 +587,18 @@ impl UdpSource {
 
     fn draw_on(&mut self) -> u64 {
         match self.pattern {
-            UdpPattern::ExpOnOff { mean_on, .. } => {
-                to_ns(self.rng.exponential(mean_on.as_nanos() as f64))
-            }
-            UdpPattern::ParetoOnOff { mean_on, shape, .. } => {
-                to_ns(self.rng.pareto(shape, mean_on.as_nanos() as f64))
-            }
+            UdpPattern::ExpOnOff { mean_on, .. } => to_ns(self.rng.exponential(mean_on.as_nanos() as f64)),
+            UdpPattern::ParetoOnOff { mean_on, shape, .. } => to_ns(self.rng.pareto(shape, mean_on.as_nanos() as f64)),
             _ => u64::MAX,
         }
     }
 
     fn draw_off(&mut self) -> u64 {
         match self.pattern {
-            UdpPattern::ExpOnOff { mean_off, .. } => {
-                to_ns(self.rng.exponential(mean_off.as_nanos() as f64))
+            UdpPattern::ExpOnOff { mean_off, .. } => to_ns(self.rng.exponential(mean_off.as_nanos() as f64)),
+            UdpPattern::ParetoOnOff { mean_off, shape, .. } => {
+                to_ns(self.rng.pareto(shape, mean_off.as_nanos() as f64))
             }
-            UdpPattern::ParetoOnOff {
-                mean_off, shape, ..
-            } => to_ns(self.rng.pareto(shape, mean_off.as_nanos() as f64)),
             _ => 0,
         }
     }
@@ -701,9 +660,7 @@ pub struct WebModel {
 fn de_opt_cap<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
     let cap = de_opt_bytes(d)?;
     if cap == Some(Bytes(0)) {
-        return Err(de::Error::custom(
-            "invalid object_cap `0`: must be positive",
-        ));
+        return Err(de::Error::custom("invalid object_cap `0`: must be positive"));
     }
     Ok(cap)
 }
@@ -766,8 +723,7 @@ impl WebModel {
                 if c <= scale {
                     c
                 } else {
-                    mean - rng::exp(alpha * rng::ln(scale) + (1.0 - alpha) * rng::ln(c))
-                        / (alpha - 1.0)
+                    mean - rng::exp(alpha * rng::ln(scale) + (1.0 - alpha) * rng::ln(c)) / (alpha - 1.0)
                 }
             }
         }
@@ -798,18 +754,10 @@ mod tests {
     fn rate_over(source: &mut UdpSource, packets: usize) -> (f64, Vec<(Time, u32)>) {
         let out: Vec<(Time, u32)> = (0..packets).map(|_| source.next()).collect();
         for w in out.windows(2) {
-            assert!(
-                w[1].0 >= w[0].0,
-                "times decreased: {:?} then {:?}",
-                w[0],
-                w[1]
-            );
+            assert!(w[1].0 >= w[0].0, "times decreased: {:?} then {:?}", w[0], w[1]);
         }
         // Rate over [first departure, last departure): all bits but the last packet's.
-        let bits: u64 = out[..out.len() - 1]
-            .iter()
-            .map(|p| u64::from(p.1) * 8)
-            .sum();
+        let bits: u64 = out[..out.len() - 1].iter().map(|p| u64::from(p.1) * 8).sum();
         let span = (out[out.len() - 1].0 - out[0].0).as_secs_f64();
         (bits as f64 / span, out)
     }
@@ -818,9 +766,7 @@ mod tests {
     fn cbr_spacing_is_exact() {
         let start = Time(5_000_000);
         let mut src = UdpSource::new(
-            UdpPattern::Cbr {
-                rate: Rate::from_mbps(3),
-            },
+            UdpPattern::Cbr { rate: Rate::from_mbps(3) },
             SizeDist::Fixed(1000),
             Rng::new(1).fork(1),
             start,
@@ -837,9 +783,7 @@ mod tests {
         }
         // Variable sizes: each departure is the cumulative bits over the rate.
         let mut src = UdpSource::new(
-            UdpPattern::Cbr {
-                rate: Rate::from_mbps(8),
-            },
+            UdpPattern::Cbr { rate: Rate::from_mbps(8) },
             SizeDist::InternetMix,
             Rng::new(2),
             Time::ZERO,
@@ -855,9 +799,7 @@ mod tests {
     #[test]
     fn poisson_mean_rate_within_one_percent_and_exponential_gaps() {
         let mut src = UdpSource::new(
-            UdpPattern::Poisson {
-                rate: Rate::from_mbps(3),
-            },
+            UdpPattern::Poisson { rate: Rate::from_mbps(3) },
             SizeDist::Fixed(500),
             Rng::new(3),
             Time::ZERO,
@@ -865,10 +807,7 @@ mod tests {
         let (rate, out) = rate_over(&mut src, 1_000_000);
         assert!((rate / 3e6 - 1.0).abs() < 0.01, "rate {rate}");
         // Coefficient of variation of exponential gaps is 1 (CBR would be 0).
-        let gaps: Vec<f64> = out
-            .windows(2)
-            .map(|w| (w[1].0 - w[0].0).as_nanos() as f64)
-            .collect();
+        let gaps: Vec<f64> = out.windows(2).map(|w| (w[1].0 - w[0].0).as_nanos() as f64).collect();
         let m = gaps.iter().sum::<f64>() / gaps.len() as f64;
         let sd = (gaps.iter().map(|g| (g - m).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
         assert!((sd / m - 1.0).abs() < 0.01, "cv {}", sd / m);
@@ -891,16 +830,10 @@ mod tests {
         // Within a burst packets are spaced exactly at the peak rate (800 us). A gap contains
         // an OFF period when an ON period ends within the 800 us slot: with exponential ON
         // periods that happens with probability 1 - exp(-0.8/4).
-        let gaps: Vec<u64> = out
-            .windows(2)
-            .map(|w| (w[1].0 - w[0].0).as_nanos())
-            .collect();
+        let gaps: Vec<u64> = out.windows(2).map(|w| (w[1].0 - w[0].0).as_nanos()).collect();
         let at_peak = gaps.iter().filter(|g| **g == 800_000).count() as f64 / gaps.len() as f64;
         let expect = rng::exp(-0.8 / 4.0);
-        assert!(
-            (at_peak - expect).abs() < 0.005,
-            "fraction at peak spacing {at_peak} vs {expect}"
-        );
+        assert!((at_peak - expect).abs() < 0.005, "fraction at peak spacing {at_peak} vs {expect}");
         assert!(gaps.iter().all(|g| *g >= 800_000));
     }
 
@@ -913,12 +846,7 @@ mod tests {
             mean_off: Dur::from_millis(10),
             shape: 2.5,
         };
-        let mut src = UdpSource::new(
-            pattern.clone(),
-            SizeDist::Fixed(1000),
-            Rng::new(5),
-            Time::ZERO,
-        );
+        let mut src = UdpSource::new(pattern.clone(), SizeDist::Fixed(1000), Rng::new(5), Time::ZERO);
         let (rate, _) = rate_over(&mut src, 1_000_000);
         let mean = pattern.mean_rate().bps() as f64;
         assert_eq!(mean, 5e6);
@@ -963,12 +891,8 @@ mod tests {
 
     #[test]
     fn zero_rate_never_sends_and_does_not_panic() {
-        let mut src = UdpSource::new(
-            UdpPattern::Cbr { rate: Rate::ZERO },
-            SizeDist::Fixed(100),
-            Rng::new(1),
-            Time::ZERO,
-        );
+        let mut src =
+            UdpSource::new(UdpPattern::Cbr { rate: Rate::ZERO }, SizeDist::Fixed(100), Rng::new(1), Time::ZERO);
         assert_eq!(src.next().0, Time::MAX);
         assert!(UdpPattern::Cbr { rate: Rate::ZERO }.validate().is_err());
     }
@@ -986,10 +910,7 @@ mod tests {
             sum += u64::from(s);
             *counts.entry(s).or_insert(0u32) += 1;
         }
-        assert_eq!(
-            counts.keys().copied().collect::<Vec<_>>(),
-            vec![40, 576, 1500]
-        );
+        assert_eq!(counts.keys().copied().collect::<Vec<_>>(), vec![40, 576, 1500]);
         let share = |s| f64::from(counts[&s]) / n as f64;
         assert!((share(40) - 7.0 / 12.0).abs() < 0.003);
         assert!((share(576) - 4.0 / 12.0).abs() < 0.003);
@@ -1020,99 +941,50 @@ mod tests {
         let pages: Vec<Page> = (0..20_000).map(|_| model.sample_page(&mut rng)).collect();
         assert!(pages.iter().all(|p| p.object_sizes.len() == 8));
         // Uncapped shape 1.2: every object >= scale = 2000 B; median = scale * 2^(1/1.2).
-        let mut all: Vec<u64> = pages
-            .iter()
-            .flat_map(|p| p.object_sizes.iter().copied())
-            .collect();
+        let mut all: Vec<u64> = pages.iter().flat_map(|p| p.object_sizes.iter().copied()).collect();
         assert!(all.iter().all(|s| *s >= 2000));
         all.sort_unstable();
         let median = all[all.len() / 2] as f64;
-        assert!(
-            (median / (2000.0 * 2f64.powf(1.0 / 1.2)) - 1.0).abs() < 0.02,
-            "median {median}"
-        );
+        assert!((median / (2000.0 * 2f64.powf(1.0 / 1.2)) - 1.0).abs() < 0.02, "median {median}");
 
         // Capped: finite variance, so the sample mean converges to the analytic capped mean.
-        let capped = WebModel {
-            object_cap: Some(Bytes(1_000_000)),
-            ..WebModel::default()
-        };
+        let capped = WebModel { object_cap: Some(Bytes(1_000_000)), ..WebModel::default() };
         let expect = capped.mean_object_size();
-        assert!(
-            expect < 12_000.0 && expect > 8_000.0,
-            "capped mean {expect}"
-        );
+        assert!(expect < 12_000.0 && expect > 8_000.0, "capped mean {expect}");
         let n = 400_000;
         let xs: Vec<u64> = (0..n).map(|_| capped.sample_object(&mut rng)).collect();
         assert!(xs.iter().all(|s| *s <= 1_000_000));
         let mean = xs.iter().sum::<u64>() as f64 / n as f64;
-        assert!(
-            (mean / expect - 1.0).abs() < 0.02,
-            "sample {mean} vs analytic {expect}"
-        );
+        assert!((mean / expect - 1.0).abs() < 0.02, "sample {mean} vs analytic {expect}");
 
         // Geometric and Poisson objects per page.
-        for dist in [
-            CountDist::Geometric { mean: 8.0 },
-            CountDist::Poisson { mean: 8.0 },
-        ] {
-            let m = WebModel {
-                objects_per_page: dist.clone(),
-                ..WebModel::default()
-            };
-            let counts: Vec<usize> = (0..100_000)
-                .map(|_| m.sample_page(&mut rng).object_sizes.len())
-                .collect();
+        for dist in [CountDist::Geometric { mean: 8.0 }, CountDist::Poisson { mean: 8.0 }] {
+            let m = WebModel { objects_per_page: dist.clone(), ..WebModel::default() };
+            let counts: Vec<usize> = (0..100_000).map(|_| m.sample_page(&mut rng).object_sizes.len()).collect();
             assert!(counts.iter().all(|c| *c >= 1));
             let mean = counts.iter().sum::<usize>() as f64 / counts.len() as f64;
             assert!((mean / 8.0 - 1.0).abs() < 0.01, "{dist:?}: mean {mean}");
-            let var = counts
-                .iter()
-                .map(|c| (*c as f64 - mean).powi(2))
-                .sum::<f64>()
-                / counts.len() as f64;
+            let var = counts.iter().map(|c| (*c as f64 - mean).powi(2)).sum::<f64>() / counts.len() as f64;
             // Geometric on 1.. with mean 8: variance (1-p)/p^2 = 56; shifted Poisson: 7.
-            let want = if matches!(dist, CountDist::Geometric { .. }) {
-                56.0
-            } else {
-                7.0
-            };
+            let want = if matches!(dist, CountDist::Geometric { .. }) { 56.0 } else { 7.0 };
             assert!((var / want - 1.0).abs() < 0.05, "{dist:?}: var {var}");
         }
 
         // Think time and object gap.
-        let thinks: Vec<f64> = (0..200_000)
-            .map(|_| model.think_time(&mut rng).as_secs_f64())
-            .collect();
+        let thinks: Vec<f64> = (0..200_000).map(|_| model.think_time(&mut rng).as_secs_f64()).collect();
         let mean = thinks.iter().sum::<f64>() / thinks.len() as f64;
         assert!((mean - 1.0).abs() < 0.01, "think mean {mean}");
         assert_eq!(model.object_gap(&mut rng), Dur::ZERO);
-        let gapped = WebModel {
-            object_gap: Some(Dur::from_millis(10)),
-            ..WebModel::default()
-        };
-        let mean = (0..200_000)
-            .map(|_| gapped.object_gap(&mut rng).as_secs_f64())
-            .sum::<f64>()
-            / 200_000.0;
+        let gapped = WebModel { object_gap: Some(Dur::from_millis(10)), ..WebModel::default() };
+        let mean = (0..200_000).map(|_| gapped.object_gap(&mut rng).as_secs_f64()).sum::<f64>() / 200_000.0;
         assert!((mean / 0.01 - 1.0).abs() < 0.01, "gap mean {mean}");
     }
 
     #[test]
     fn capped_mean_formula_matches_the_documented_figures() {
-        let m = |cap| {
-            WebModel {
-                object_cap: Some(Bytes(cap)),
-                ..WebModel::default()
-            }
-            .mean_object_size()
-        };
+        let m = |cap| WebModel { object_cap: Some(Bytes(cap)), ..WebModel::default() }.mean_object_size();
         assert!((m(10_000_000) - 10_180.0).abs() < 5.0, "{}", m(10_000_000));
-        assert!(
-            (m(1_000_000_000) - 11_275.0).abs() < 5.0,
-            "{}",
-            m(1_000_000_000)
-        );
+        assert!((m(1_000_000_000) - 11_275.0).abs() < 5.0, "{}", m(1_000_000_000));
         assert_eq!(m(1000), 1000.0);
         assert_eq!(WebModel::default().mean_object_size(), 12_000.0);
     }
@@ -1131,22 +1003,10 @@ mod tests {
     #[test]
     fn toml_patterns_parse() {
         let f = flow("pattern = { kind = \"cbr\", rate = \"3Mbps\" }\nsizes = 1000").unwrap();
-        assert_eq!(
-            f.pattern,
-            UdpPattern::Cbr {
-                rate: Rate::from_mbps(3)
-            }
-        );
+        assert_eq!(f.pattern, UdpPattern::Cbr { rate: Rate::from_mbps(3) });
         assert_eq!(f.sizes, SizeDist::Fixed(1000));
-        let f =
-            flow("pattern = { kind = \"poisson\", rate = \"100kbps\" }\nsizes = \"internet_mix\"")
-                .unwrap();
-        assert_eq!(
-            f.pattern,
-            UdpPattern::Poisson {
-                rate: Rate::from_kbps(100)
-            }
-        );
+        let f = flow("pattern = { kind = \"poisson\", rate = \"100kbps\" }\nsizes = \"internet_mix\"").unwrap();
+        assert_eq!(f.pattern, UdpPattern::Poisson { rate: Rate::from_kbps(100) });
         assert_eq!(f.sizes, SizeDist::InternetMix);
         let f = flow(
             "pattern = { kind = \"exp_on_off\", rate = \"20Mbps\", mean_on = \"500ms\", mean_off = \"0.5s\" }\nsizes = { kind = \"uniform\", min = 300, max = 600 }",
@@ -1174,15 +1034,11 @@ mod tests {
                 shape: 1.5
             }
         );
-        assert_eq!(
-            f.sizes,
-            SizeDist::Empirical(vec![(40, 7.0), (576, 4.0), (1500, 1.5)])
-        );
-        let f = flow("pattern = { kind = \"cbr\", rate = \"1Mbps\" }\nsizes = { kind = \"fixed\", size = 64 }")
-            .unwrap();
+        assert_eq!(f.sizes, SizeDist::Empirical(vec![(40, 7.0), (576, 4.0), (1500, 1.5)]));
+        let f =
+            flow("pattern = { kind = \"cbr\", rate = \"1Mbps\" }\nsizes = { kind = \"fixed\", size = 64 }").unwrap();
         assert_eq!(f.sizes, SizeDist::Fixed(64));
-        let f = flow("pattern = { kind = \"cbr\", rate = \"1Mbps\" }\nsizes = { kind = \"imix\" }")
-            .unwrap();
+        let f = flow("pattern = { kind = \"cbr\", rate = \"1Mbps\" }\nsizes = { kind = \"imix\" }").unwrap();
         assert_eq!(f.sizes, SizeDist::InternetMix);
     }
 
@@ -1245,8 +1101,7 @@ mod tests {
         );
         let w: WebModel = toml::from_str("objects_per_page = 3").unwrap();
         assert_eq!(w.objects_per_page, CountDist::Fixed(3));
-        let w: WebModel =
-            toml::from_str("objects_per_page = { kind = \"poisson\", mean = 8 }").unwrap();
+        let w: WebModel = toml::from_str("objects_per_page = { kind = \"poisson\", mean = 8 }").unwrap();
         assert_eq!(w.objects_per_page, CountDist::Poisson { mean: 8.0 });
 
         for (text, needle) in [
@@ -1254,20 +1109,12 @@ mod tests {
             ("object_shape = 0.9", "greater than 1"),
             ("object_cap = 0", "object_cap"),
             ("objects_per_page = 0", "at least 1"),
-            (
-                "objects_per_page = { kind = \"geometric\", mean = 0.5 }",
-                "0.5",
-            ),
+            ("objects_per_page = { kind = \"geometric\", mean = 0.5 }", "0.5"),
             ("think_time = \"1 fortnight\"", "fortnight"),
             ("object_mean = \"12kb\"", "12kb"),
         ] {
-            let e = toml::from_str::<WebModel>(text)
-                .expect_err(text)
-                .to_string();
-            assert!(
-                e.contains(needle),
-                "error for {text:?} lacks {needle:?}: {e}"
-            );
+            let e = toml::from_str::<WebModel>(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "error for {text:?} lacks {needle:?}: {e}");
         }
     }
 }

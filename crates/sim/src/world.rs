@@ -12,16 +12,18 @@
 //! download time runs from the requests to the last byte of the last object; then the client
 //! thinks again. Connection set-up is the request's one-way trip: SYN/SYN-ACK are not modelled.
 
-use headroom_core::cc::CongestionControl;
 use headroom_core::becc::Becc;
+use headroom_core::cc::CongestionControl;
 use headroom_core::reno::{Recovery, Reno, RenoConfig, SsthreshRule};
 use headroom_core::units::{Bytes, Dur, Rate, Time};
+use serde::Serialize;
 use std::cell::RefCell;
 use std::rc::Rc;
-use serde::Serialize;
 
 use headroom_core::abw::{ChirpSpec, EstimatorConfig, QuickSpec, TrainDesign};
-use headroom_core::imtcp::{ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, MPolicy, SharedImtcp, StoringRate, StoringTimer};
+use headroom_core::imtcp::{
+    ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, MPolicy, SharedImtcp, StoringRate, StoringTimer,
+};
 
 use crate::net::{Counters, Ev, Kind, Link, Net, NodeId, Packet, QueueLimit};
 use crate::passive::{PassiveTap, TapState};
@@ -97,7 +99,15 @@ pub fn make_prober(p: &ProbeSpec, start: Dur, stat: u32, stop: Dur) -> Result<Bo
             }
             let design = spec.solve().map_err(|e| e.to_string())?;
             let d = TrainDesign::PathQuick(design);
-            Ok(Box::new(TrainProber::new(d, estimator, start, interval.unwrap_or(Dur::from_secs(1)), Dur::from_secs(1), stop, stat)))
+            Ok(Box::new(TrainProber::new(
+                d,
+                estimator,
+                start,
+                interval.unwrap_or(Dur::from_secs(1)),
+                Dur::from_secs(1),
+                stop,
+                stat,
+            )))
         }
         "pathchirp" => {
             let mut spec = ChirpSpec::paper();
@@ -115,7 +125,15 @@ pub fn make_prober(p: &ProbeSpec, start: Dur, stat: u32, stop: Dur) -> Result<Bo
             }
             let design = spec.design().map_err(|e| e.to_string())?;
             let d = TrainDesign::PathChirp(design);
-            Ok(Box::new(TrainProber::new(d, estimator, start, interval.unwrap_or(Dur::from_secs(1)), Dur::from_secs(1), stop, stat)))
+            Ok(Box::new(TrainProber::new(
+                d,
+                estimator,
+                start,
+                interval.unwrap_or(Dur::from_secs(1)),
+                Dur::from_secs(1),
+                stop,
+                stat,
+            )))
         }
         "imtcp-echo" => {
             // The world first polls the prober at the flow's start time.
@@ -167,7 +185,9 @@ pub fn make_imtcp(spec: &ImtcpSpec, delayed_ack: bool) -> Result<SharedImtcp, St
         (None, None) => {}
     }
     match (spec.storing_timer, spec.max_storing_rtts) {
-        (Some(_), Some(_)) => return Err("give a fixed `storing_timer` or the adaptive timer's `max_storing_rtts`, not both".into()),
+        (Some(_), Some(_)) => {
+            return Err("give a fixed `storing_timer` or the adaptive timer's `max_storing_rtts`, not both".into())
+        }
         (Some(t), None) if t == Dur::ZERO => return Err("storing_timer must be positive".into()),
         (Some(t), None) => cfg.storing_timer = StoringTimer::Fixed(t),
         (None, Some(0.0)) => cfg.storing_timer = StoringTimer::Adaptive { max_storing_rtts: None },
@@ -177,7 +197,9 @@ pub fn make_imtcp(spec: &ImtcpSpec, delayed_ack: bool) -> Result<SharedImtcp, St
     match spec.storing_rate.as_deref() {
         None | Some("estimate") => {}
         Some("slower-of-estimate-and-tcp") => cfg.storing_rate = StoringRate::SlowerOfEstimateAndTcp,
-        Some(other) => return Err(format!("storing_rate {other:?}: expected \"estimate\" or \"slower-of-estimate-and-tcp\"")),
+        Some(other) => {
+            return Err(format!("storing_rate {other:?}: expected \"estimate\" or \"slower-of-estimate-and-tcp\""))
+        }
     }
     cfg.measurement.delayed_ack = delayed_ack;
     Ok(SharedImtcp::new(ImtcpBuffer::new(cfg).map_err(|e| e.to_string())?))
@@ -370,9 +392,16 @@ impl World {
                     .with_outages(outages.clone()),
             );
             links.push(
-                Link::new(format!("{}->{}", l.b.get_ref(), l.a.get_ref()), b, a, l.rate_ba.unwrap_or(l.rate), l.delay_ba.unwrap_or(l.delay), limit)
-                    .with_loss(l.loss_ba, root.fork(link_stream - 1))
-                    .with_outages(outages),
+                Link::new(
+                    format!("{}->{}", l.b.get_ref(), l.a.get_ref()),
+                    b,
+                    a,
+                    l.rate_ba.unwrap_or(l.rate),
+                    l.delay_ba.unwrap_or(l.delay),
+                    limit,
+                )
+                .with_loss(l.loss_ba, root.fork(link_stream - 1))
+                .with_outages(outages),
             );
             link_stream -= 2;
         }
@@ -412,7 +441,8 @@ impl World {
             }
         };
         for (i, t) in sc.tcp.iter().enumerate() {
-            let (src, dst) = (node_index(&w.net.node_names, t.from.get_ref()), node_index(&w.net.node_names, t.to.get_ref()));
+            let (src, dst) =
+                (node_index(&w.net.node_names, t.from.get_ref()), node_index(&w.net.node_names, t.to.get_ref()));
             check_route(&w.net, src, dst, &format!("tcp[{i}]"))?;
             let mut rto = match &t.rto {
                 Some(p) => rto_preset(p.get_ref())?,
@@ -456,7 +486,8 @@ impl World {
                 let cc = make_cc(t.cc.get_ref(), cfg);
                 w.stats[stat as usize].cc_state_bytes = Some(cc.state_size());
                 let bulk_idx = w.bulk.len() as u32;
-                let conn = w.open_conn(src, dst, stat, Owner::Bulk(bulk_idx), params, cc, t.bytes.map_or(u64::MAX, |b| b.0));
+                let conn =
+                    w.open_conn(src, dst, stat, Owner::Bulk(bulk_idx), params, cc, t.bytes.map_or(u64::MAX, |b| b.0));
                 if let Some(spec) = &t.imtcp {
                     let shared = make_imtcp(spec, params.delayed_ack).map_err(|e| format!("tcp[{i}].imtcp: {e}"))?;
                     if let Some(c) = w.conns[conn as usize].as_mut() {
@@ -467,7 +498,8 @@ impl World {
                 }
                 if !t.passive.is_empty() {
                     let names: Vec<String> = t.passive.iter().map(|p| p.get_ref().clone()).collect();
-                    let state = Rc::new(RefCell::new(TapState::new(&names).map_err(|e| format!("tcp[{i}].passive: {e}"))?));
+                    let state =
+                        Rc::new(RefCell::new(TapState::new(&names).map_err(|e| format!("tcp[{i}].passive: {e}"))?));
                     if let Some(c) = w.conns[conn as usize].as_mut() {
                         let inner = c.buffer.take();
                         c.buffer = Some(Box::new(PassiveTap::new(inner, state.clone())));
@@ -485,7 +517,8 @@ impl World {
             }
         }
         for (i, u) in sc.udp.iter().enumerate() {
-            let (src, dst) = (node_index(&w.net.node_names, u.from.get_ref()), node_index(&w.net.node_names, u.to.get_ref()));
+            let (src, dst) =
+                (node_index(&w.net.node_names, u.from.get_ref()), node_index(&w.net.node_names, u.to.get_ref()));
             check_route(&w.net, src, dst, &format!("udp[{i}]"))?;
             for k in 0..u.count {
                 let base = u.name.clone().unwrap_or_else(|| format!("udp{i}"));
@@ -505,7 +538,10 @@ impl World {
             }
         }
         for (i, ws) in sc.web.iter().enumerate() {
-            let (clients, servers) = (node_index(&w.net.node_names, ws.clients.get_ref()), node_index(&w.net.node_names, ws.servers.get_ref()));
+            let (clients, servers) = (
+                node_index(&w.net.node_names, ws.clients.get_ref()),
+                node_index(&w.net.node_names, ws.servers.get_ref()),
+            );
             check_route(&w.net, clients, servers, &format!("web[{i}]"))?;
             let name = ws.name.clone().unwrap_or_else(|| format!("web{i}"));
             let stat = w.add_stat(name, FlowKind::Web, Some(ws.cc.get_ref().clone()));
@@ -534,7 +570,8 @@ impl World {
             }
         }
         for (i, p) in sc.probe.iter().enumerate() {
-            let (src, dst) = (node_index(&w.net.node_names, p.from.get_ref()), node_index(&w.net.node_names, p.to.get_ref()));
+            let (src, dst) =
+                (node_index(&w.net.node_names, p.from.get_ref()), node_index(&w.net.node_names, p.to.get_ref()));
             check_route(&w.net, src, dst, &format!("probe[{i}]"))?;
             let name = p.name.clone().unwrap_or_else(|| format!("probe{i}"));
             let stat = w.add_stat(name, FlowKind::Probe, Some(p.method.get_ref().clone()));
@@ -547,7 +584,12 @@ impl World {
             w.net.schedule(Time(start.0), Ev::ProbeWake(idx));
         }
         for q in &sc.trace.queues {
-            let li = w.net.links.iter().position(|l| &l.name == q.get_ref()).ok_or_else(|| format!("trace.queues: no link `{}`", q.get_ref()))?;
+            let li = w
+                .net
+                .links
+                .iter()
+                .position(|l| &l.name == q.get_ref())
+                .ok_or_else(|| format!("trace.queues: no link `{}`", q.get_ref()))?;
             let s = w.series.len() as u32;
             w.series.push(q.get_ref().clone());
             w.traced_links.push((li as u32, s));
@@ -583,7 +625,16 @@ impl World {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn open_conn(&mut self, src: NodeId, dst: NodeId, stat: u32, owner: Owner, params: TcpParams, cc: Box<dyn CongestionControl>, total: u64) -> u32 {
+    fn open_conn(
+        &mut self,
+        src: NodeId,
+        dst: NodeId,
+        stat: u32,
+        owner: Owner,
+        params: TcpParams,
+        cc: Box<dyn CongestionControl>,
+        total: u64,
+    ) -> u32 {
         let slot = match self.free_conns.pop() {
             Some(s) => s,
             None => {
@@ -747,7 +798,16 @@ impl World {
                 s.interval_bytes += p.size as u64;
                 let f = &self.probes[p.endpoint as usize];
                 let now = self.net.now;
-                let echo = Packet { kind: Kind::Echo, dst: f.src, size: ECHO_SIZE, endpoint: p.endpoint, gen: 0, stat: p.stat, seq: p.seq, ts: now };
+                let echo = Packet {
+                    kind: Kind::Echo,
+                    dst: f.src,
+                    size: ECHO_SIZE,
+                    endpoint: p.endpoint,
+                    gen: 0,
+                    stat: p.stat,
+                    seq: p.seq,
+                    ts: now,
+                };
                 self.net.send(f.dst, echo);
             }
             Kind::Echo => {
@@ -759,7 +819,11 @@ impl World {
                 let client = p.endpoint;
                 let g = &self.web[self.clients[client as usize].group as usize];
                 let (srv, cli, stat, params, ccname) = (g.servers, g.clients, g.stat, g.params, g.cc.clone());
-                let cfg = RenoConfig { mss: Bytes(params.mss as u64), recover_guard: g.recover_guard, ..RenoConfig::default() };
+                let cfg = RenoConfig {
+                    mss: Bytes(params.mss as u64),
+                    recover_guard: g.recover_guard,
+                    ..RenoConfig::default()
+                };
                 let cc = make_cc(&ccname, cfg);
                 let slot = self.open_conn(srv, cli, stat, Owner::Web(client), params, cc, p.seq.max(1));
                 let net = &mut self.net;
@@ -779,7 +843,19 @@ impl World {
         }
         while let Some((id, size)) = f.prober.poll_transmit(now) {
             self.stats[f.stat as usize].packets_sent += 1;
-            self.net.send(f.src, Packet { kind: Kind::Probe, dst: f.dst, size: size.max(1), endpoint: i, gen: 0, stat: f.stat, seq: id, ts: now });
+            self.net.send(
+                f.src,
+                Packet {
+                    kind: Kind::Probe,
+                    dst: f.dst,
+                    size: size.max(1),
+                    endpoint: i,
+                    gen: 0,
+                    stat: f.stat,
+                    seq: id,
+                    ts: now,
+                },
+            );
         }
         while let Some(e) = f.prober.poll_estimate(now) {
             self.estimates.push(e);
@@ -839,7 +915,16 @@ impl World {
     fn udp_send(&mut self, i: u32) {
         let now = self.net.now;
         let f = &mut self.udp[i as usize];
-        let p = Packet { kind: Kind::Udp, dst: f.dst, size: f.next_size, endpoint: i, gen: 0, stat: f.stat, seq: 0, ts: now };
+        let p = Packet {
+            kind: Kind::Udp,
+            dst: f.dst,
+            size: f.next_size,
+            endpoint: i,
+            gen: 0,
+            stat: f.stat,
+            seq: 0,
+            ts: now,
+        };
         let src = f.src;
         let (t, size) = f.source.next();
         f.next_size = size;
@@ -871,7 +956,19 @@ impl World {
         let mut at = now;
         for size in page.object_sizes {
             if at == now {
-                self.net.send(src, Packet { kind: Kind::Request, dst, size: REQUEST_SIZE, endpoint: c, gen: 0, stat, seq: size, ts: now });
+                self.net.send(
+                    src,
+                    Packet {
+                        kind: Kind::Request,
+                        dst,
+                        size: REQUEST_SIZE,
+                        endpoint: c,
+                        gen: 0,
+                        stat,
+                        seq: size,
+                        ts: now,
+                    },
+                );
             } else {
                 self.net.schedule(at, Ev::WebObject { client: c, size });
             }
@@ -885,7 +982,10 @@ impl World {
         let g = &self.web[self.clients[c as usize].group as usize];
         let (src, dst, stat) = (g.clients, g.servers, g.stat);
         let now = self.net.now;
-        self.net.send(src, Packet { kind: Kind::Request, dst, size: REQUEST_SIZE, endpoint: c, gen: 0, stat, seq: size, ts: now });
+        self.net.send(
+            src,
+            Packet { kind: Kind::Request, dst, size: REQUEST_SIZE, endpoint: c, gen: 0, stat, seq: size, ts: now },
+        );
     }
 
     fn object_done(&mut self, c: u32) {
@@ -920,7 +1020,12 @@ impl World {
             if self.trace_cwnd {
                 self.trace.push(TraceRow { time: now, series, metric: Metric::CwndBytes, value: win.cwnd.0 as f64 });
                 if let Some(ceiling) = win.ceiling {
-                    self.trace.push(TraceRow { time: now, series, metric: Metric::CeilingBytes, value: ceiling.0.min(1 << 40) as f64 });
+                    self.trace.push(TraceRow {
+                        time: now,
+                        series,
+                        metric: Metric::CeilingBytes,
+                        value: ceiling.0.min(1 << 40) as f64,
+                    });
                 }
             }
             if self.trace_rtt {
@@ -934,7 +1039,12 @@ impl World {
         }
         for &(li, series) in &self.traced_links {
             let l = &mut self.net.links[li as usize];
-            self.trace.push(TraceRow { time: now, series, metric: Metric::QueuePkts, value: l.queued_packets() as f64 });
+            self.trace.push(TraceRow {
+                time: now,
+                series,
+                metric: Metric::QueuePkts,
+                value: l.queued_packets() as f64,
+            });
             self.trace.push(TraceRow { time: now, series, metric: Metric::QueueBytes, value: l.queued_bytes as f64 });
             self.trace.push(TraceRow { time: now, series, metric: Metric::Drops, value: l.interval_drops as f64 });
             l.interval_drops = 0;
@@ -980,13 +1090,8 @@ impl World {
             }
         }
         // Web connections still open count towards their population's totals.
-        let open: Vec<u32> = self
-            .conns
-            .iter()
-            .flatten()
-            .filter(|c| matches!(c.owner, Owner::Web(_)))
-            .map(|c| c.slot)
-            .collect();
+        let open: Vec<u32> =
+            self.conns.iter().flatten().filter(|c| matches!(c.owner, Owner::Web(_))).map(|c| c.slot).collect();
         for slot in open {
             self.close_conn(slot);
         }

@@ -71,7 +71,11 @@ fn one_reno_flow_fills_an_uncongested_path() {
     let goodput_ceiling = 10.0 * 1460.0 / 1500.0;
     assert!(link.utilisation >= 0.95, "bottleneck utilisation {:.3}", link.utilisation);
     assert!(r.flows[0].throughput_mbps >= 0.95 * goodput_ceiling, "goodput {:.3} Mb/s", r.flows[0].throughput_mbps);
-    assert!(r.flows[0].throughput_mbps <= goodput_ceiling * 1.001, "goodput above capacity: {:.3}", r.flows[0].throughput_mbps);
+    assert!(
+        r.flows[0].throughput_mbps <= goodput_ceiling * 1.001,
+        "goodput above capacity: {:.3}",
+        r.flows[0].throughput_mbps
+    );
 }
 
 fn jain(x: &[f64]) -> f64 {
@@ -82,7 +86,8 @@ fn jain(x: &[f64]) -> f64 {
 
 #[test]
 fn ten_reno_flows_share_fairly() {
-    let (_, r) = run(&path("20Mbps", 10, 100, "", "[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\ncount = 10", "200s"));
+    let (_, r) =
+        run(&path("20Mbps", 10, 100, "", "[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\ncount = 10", "200s"));
     let tput: Vec<f64> = r.flows.iter().map(|f| f.throughput_mbps).collect();
     assert_eq!(tput.len(), 10);
     let j = jain(&tput);
@@ -94,7 +99,8 @@ fn ten_reno_flows_share_fairly() {
 /// Padhye et al. (SIGCOMM 1998) full model, packets per second, b = 1 (no delayed ACK).
 fn padhye(rtt: f64, p: f64, t0: f64) -> f64 {
     let b = 1.0;
-    1.0 / (rtt * (2.0 * b * p / 3.0).sqrt() + t0 * (3.0 * (3.0 * b * p / 8.0).sqrt()).min(1.0) * p * (1.0 + 32.0 * p * p))
+    1.0 / (rtt * (2.0 * b * p / 3.0).sqrt()
+        + t0 * (3.0 * (3.0 * b * p / 8.0).sqrt()).min(1.0) * p * (1.0 + 32.0 * p * p))
 }
 
 #[test]
@@ -102,7 +108,14 @@ fn reno_under_random_loss_follows_the_loss_models() {
     // Loss-limited: a fast bottleneck with a large buffer, 1% random loss on the data direction.
     let mss = 1460.0;
     for (p, delay) in [(0.01, 49u32), (0.002, 49)] {
-        let src = path("100Mbps", delay, 2000, &format!("loss = {p}"), "[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nrto = \"linux\"", "300s");
+        let src = path(
+            "100Mbps",
+            delay,
+            2000,
+            &format!("loss = {p}"),
+            "[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nrto = \"linux\"",
+            "300s",
+        );
         let (w, r) = run(&src);
         let rtt = w.bulk_conn(0).unwrap().srtt.unwrap().as_secs_f64();
         let measured = r.flows[0].throughput_mbps * 1e6 / 8.0 / mss;
@@ -119,10 +132,13 @@ fn reno_under_random_loss_follows_the_loss_models() {
 #[test]
 fn delayed_ack_halves_the_ack_count() {
     // A window below BDP + buffer: no loss, so every ACK is a plain cumulative ACK.
-    let flow = |delack: bool| format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\nbytes = \"20MB\"\nmax_window = \"128KB\"\ndelayed_ack = {delack}");
+    let flow = |delack: bool| {
+        format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\nbytes = \"20MB\"\nmax_window = \"128KB\"\ndelayed_ack = {delack}")
+    };
     let (w1, _) = run(&path("50Mbps", 10, 1000, "", &flow(false), "60s"));
     let (w2, _) = run(&path("50Mbps", 10, 1000, "", &flow(true), "60s"));
-    let (a1, a2) = (w1.bulk_conn(0).unwrap().counters.acks_sent as f64, w2.bulk_conn(0).unwrap().counters.acks_sent as f64);
+    let (a1, a2) =
+        (w1.bulk_conn(0).unwrap().counters.acks_sent as f64, w2.bulk_conn(0).unwrap().counters.acks_sent as f64);
     assert!(w1.bulk_conn(0).unwrap().completed.is_some() && w2.bulk_conn(0).unwrap().completed.is_some());
     assert_eq!(w1.bulk_conn(0).unwrap().counters.retransmits, 0);
     let ratio = a2 / a1;
@@ -150,7 +166,9 @@ fn blackout_backs_off_exponentially_and_recovers() {
     let after: Vec<f64> = w
         .trace
         .iter()
-        .filter(|row| row.time.as_secs_f64() > 30.0 && row.series == 0 && row.metric == headroom_sim::world::Metric::ThroughputBps)
+        .filter(|row| {
+            row.time.as_secs_f64() > 30.0 && row.series == 0 && row.metric == headroom_sim::world::Metric::ThroughputBps
+        })
         .map(|row| row.value)
         .collect();
     let mean = after.iter().sum::<f64>() / after.len() as f64;
@@ -169,9 +187,7 @@ fn same_seed_gives_identical_files_and_another_seed_differs() {
         let r = w.report();
         let d = dir.join(k.to_string());
         headroom_sim::output::write_all(&d, &w, &r).unwrap();
-        outputs.push(
-            ["summary.json", "flows.csv", "trace.csv"].map(|f| std::fs::read(d.join(f)).unwrap()),
-        );
+        outputs.push(["summary.json", "flows.csv", "trace.csv"].map(|f| std::fs::read(d.join(f)).unwrap()));
     }
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(outputs[0], outputs[1], "same scenario and seed must give byte-identical outputs");
@@ -195,7 +211,10 @@ fn malformed_scenarios_name_the_line_and_key() {
     let cases: Vec<(String, &[&str])> = cases
         .into_iter()
         .chain([
-            (fig6.replacen(probe, &format!("{probe}\ndecrease_factor = 0.5"), 1), &["line", "probe[0]", "decrease_factor", "above 1"][..]),
+            (
+                fig6.replacen(probe, &format!("{probe}\ndecrease_factor = 0.5"), 1),
+                &["line", "probe[0]", "decrease_factor", "above 1"][..],
+            ),
             (fig6.replacen(probe, &format!("{probe}\nbusy_period = 0"), 1), &["line", "probe[0]", "busy_period"][..]),
         ])
         .collect();
@@ -211,7 +230,13 @@ fn malformed_scenarios_name_the_line_and_key() {
 fn fig2(cc: &str, window: &str) -> f64 {
     let src = repo_file("scenarios/becc/fig2.toml");
     let v = toml::Value::String(window.into());
-    let sc = headroom_sim::sweep::with_value(&src.replace("cc = \"reno\"", &format!("cc = \"{cc}\"")), "fig2", "tcp.max_window", &v).unwrap();
+    let sc = headroom_sim::sweep::with_value(
+        &src.replace("cc = \"reno\"", &format!("cc = \"{cc}\"")),
+        "fig2",
+        "tcp.max_window",
+        &v,
+    )
+    .unwrap();
     let mut w = World::new(&sc, None).unwrap();
     w.run();
     w.report().flows[0].throughput_mbps
@@ -246,7 +271,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn pathquick_trains_measure_the_fig6_path() {
     // 12 Mb/s bottleneck with 6 Mb/s of Poisson cross traffic: 6 Mb/s available.
     let (w, r) = run(&repo_file("scenarios/pathquick/fig6.toml").replace("duration = \"60s\"", "duration = \"21s\""));
-    let est: Vec<f64> = w.estimates.iter().filter(|e| e.verdict == "estimate").map(|e| e.value.unwrap().0 as f64 / 1e6).collect();
+    let est: Vec<f64> =
+        w.estimates.iter().filter(|e| e.verdict == "estimate").map(|e| e.value.unwrap().0 as f64 / 1e6).collect();
     assert!(est.len() >= 15, "one train per second: {} estimates", est.len());
     let m = median(est);
     assert!((m - 6.0).abs() <= 2.0, "median estimate {m:.2} Mb/s for 6 Mb/s available");
@@ -267,13 +293,29 @@ fn imtcp_echo_and_inline_measurement_produce_estimates() {
         "10s",
     );
     let (w, _) = run(&echo);
-    let v: Vec<f64> = w.estimates.iter().filter(|e| e.method == "imtcp-echo").map(|e| e.value.unwrap().0 as f64 / 1e6).collect();
+    let v: Vec<f64> =
+        w.estimates.iter().filter(|e| e.method == "imtcp-echo").map(|e| e.value.unwrap().0 as f64 / 1e6).collect();
     assert!(v.len() >= 5, "{} echo-mode estimates", v.len());
     let m = median(v[v.len() / 2..].to_vec());
     assert!((m - 60.0).abs() <= 0.15 * 60.0, "echo mode settles near 60 Mb/s available: {m:.1}");
 
-    let inline = path("100Mbps", 10, 1000, "", "[[tcp]]\nfrom = \"s\"\nto = \"d\"\nmax_window = \"100KB\"\nimtcp = { link_rate = \"1Gbps\" }", "10s");
+    let inline = path(
+        "100Mbps",
+        10,
+        1000,
+        "",
+        "[[tcp]]\nfrom = \"s\"\nto = \"d\"\nmax_window = \"100KB\"\nimtcp = { link_rate = \"1Gbps\" }",
+        "10s",
+    );
     let (w, r) = run(&inline);
-    assert!(w.estimates.iter().filter(|e| e.method == "imtcp").count() >= 3, "inline estimates: {:?}", w.estimates.len());
-    assert!(r.flows[0].throughput_mbps > 20.0, "the inline-measuring sender still transfers: {:.1}", r.flows[0].throughput_mbps);
+    assert!(
+        w.estimates.iter().filter(|e| e.method == "imtcp").count() >= 3,
+        "inline estimates: {:?}",
+        w.estimates.len()
+    );
+    assert!(
+        r.flows[0].throughput_mbps > 20.0,
+        "the inline-measuring sender still transfers: {:.1}",
+        r.flows[0].throughput_mbps
+    );
 }

@@ -89,12 +89,21 @@ fn inline_estimate_settles_within_ten_percent_and_follows_a_step() {
     // 100 Mb/s bottleneck, 40 Mb/s CBR cross traffic (60 available), 60 Mb/s from 8 s (40
     // available). The ImTCP sender is window-limited (150 KB over ~24 ms: ~50 Mb/s offered, so
     // it never fills the path itself).
-    let tcp = "[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nmax_window = \"150KB\"\nimtcp = { link_rate = \"1Gbps\" }";
+    let tcp =
+        "[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nmax_window = \"150KB\"\nimtcp = { link_rate = \"1Gbps\" }";
     let (w, r) = run(&path("100Mbps", 10, 1000, "", &format!("{tcp}\n{CROSS_40_THEN_60}"), "16s"));
     let rtt = r.flows[0].min_rtt_ms.unwrap() / 1e3;
     // Settles: within 10 % of 60 from the first few RTTs on.
-    let first_good = estimates(&w, "imtcp", 0.0, 8.0).into_iter().find(|e| e.2 && (e.1 - 60.0).abs() <= 6.0).expect("an estimate within 10 % of 60");
-    assert!(first_good.0 <= 20.0 * rtt, "first estimate within 10 % after {:.3} s = {:.0} RTTs", first_good.0, first_good.0 / rtt);
+    let first_good = estimates(&w, "imtcp", 0.0, 8.0)
+        .into_iter()
+        .find(|e| e.2 && (e.1 - 60.0).abs() <= 6.0)
+        .expect("an estimate within 10 % of 60");
+    assert!(
+        first_good.0 <= 20.0 * rtt,
+        "first estimate within 10 % after {:.3} s = {:.0} RTTs",
+        first_good.0,
+        first_good.0 / rtt
+    );
     let before: Vec<f64> = estimates(&w, "imtcp", 2.0, 8.0).into_iter().filter(|e| e.2).map(|e| e.1).collect();
     assert!(before.len() >= 20, "{} in-range estimates in 6 s", before.len());
     let m = median(before.clone());
@@ -104,7 +113,8 @@ fn inline_estimate_settles_within_ten_percent_and_follows_a_step() {
     // Follows the step: the first in-range estimate within 10 % of 40 comes within 2 s, and the
     // estimates of the last 6 s sit there.
     let after = estimates(&w, "imtcp", 8.0, 16.0);
-    let caught = after.iter().find(|e| e.2 && (e.1 - 40.0).abs() <= 4.0).expect("an estimate within 10 % of 40 after the step");
+    let caught =
+        after.iter().find(|e| e.2 && (e.1 - 40.0).abs() <= 4.0).expect("an estimate within 10 % of 40 after the step");
     assert!(caught.0 - 8.0 <= 2.0, "step caught after {:.2} s", caught.0 - 8.0);
     let late: Vec<f64> = after.iter().filter(|e| e.0 > 10.0 && e.2).map(|e| e.1).collect();
     let m = median(late);
@@ -125,7 +135,15 @@ fn mean_throughput(w: &World, stat: u32, a: f64, b: f64) -> f64 {
 }
 
 /// Throughput (Mb/s) of flow 0 and the run's world, with and without ImTCP below the sender.
-fn with_and_without(imtcp: &str, bottleneck: &str, delay_ms: u32, queue: u32, link_extra: &str, tcp_extra: &str, duration: &str) -> ((World, headroom_sim::Report), (World, headroom_sim::Report)) {
+fn with_and_without(
+    imtcp: &str,
+    bottleneck: &str,
+    delay_ms: u32,
+    queue: u32,
+    link_extra: &str,
+    tcp_extra: &str,
+    duration: &str,
+) -> ((World, headroom_sim::Report), (World, headroom_sim::Report)) {
     let tcp = |m: &str| format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\n{m}\n{tcp_extra}");
     let with = run(&path(bottleneck, delay_ms, queue, link_extra, &tcp(imtcp), duration));
     let without = run(&path(bottleneck, delay_ms, queue, link_extra, &tcp(""), duration));
@@ -140,10 +158,24 @@ fn assert_conserved(w: &World, r: &headroom_sim::Report) {
     let held = s.segments_released - s.segments_sent;
     // Every segment TCP released left the buffer, except those it holds right now (at most a
     // window's worth).
-    assert!(held as f64 * c.params.mss as f64 <= c.cwnd().0 as f64 + c.params.mss as f64, "{held} segments held at the end, cwnd {}", c.cwnd().0);
+    assert!(
+        held as f64 * c.params.mss as f64 <= c.cwnd().0 as f64 + c.params.mss as f64,
+        "{held} segments held at the end, cwnd {}",
+        c.cwnd().0
+    );
     // What reached the receiver was sent: delivered bytes ≤ sent, cumulative ACK ≤ highest sent.
-    assert!(c.snd_una <= c.rcv_nxt && c.rcv_nxt <= c.snd_max, "snd_una {} rcv_nxt {} snd_max {}", c.snd_una, c.rcv_nxt, c.snd_max);
-    assert_eq!(r.flows[0].bytes, c.rcv_nxt + c.out_of_order_bytes(), "receiver's fresh bytes = in-order bytes + out-of-order bytes");
+    assert!(
+        c.snd_una <= c.rcv_nxt && c.rcv_nxt <= c.snd_max,
+        "snd_una {} rcv_nxt {} snd_max {}",
+        c.snd_una,
+        c.rcv_nxt,
+        c.snd_max
+    );
+    assert_eq!(
+        r.flows[0].bytes,
+        c.rcv_nxt + c.out_of_order_bytes(),
+        "receiver's fresh bytes = in-order bytes + out-of-order bytes"
+    );
     let p = r.packets;
     assert_eq!(p.created, p.delivered + p.dropped + p.in_network, "packets conserved: {p:?}");
 }
@@ -157,7 +189,12 @@ fn control_unit_never_stalls_tcp_on_a_clean_path() {
     let (a, b) = (mean_throughput(&w, 0, 10.0, 30.0), mean_throughput(&w0, 0, 10.0, 30.0));
     assert!(b > 45.0, "Reno fills the path: {b:.1}");
     assert!(a >= 0.95 * b, "ImTCP {a:.2} Mb/s vs Reno {b:.2} Mb/s");
-    assert!(r.flows[0].timeouts <= r0.flows[0].timeouts + 1, "timeouts {} vs {}", r.flows[0].timeouts, r0.flows[0].timeouts);
+    assert!(
+        r.flows[0].timeouts <= r0.flows[0].timeouts + 1,
+        "timeouts {} vs {}",
+        r.flows[0].timeouts,
+        r0.flows[0].timeouts
+    );
     let s = w.inline_measurement(0).unwrap().stats();
     assert!(s.measurements >= 50, "it did measure: {s:?}");
     // No segment waits long: the storing timer is capped at one SRTT (42 ms and up here).
@@ -170,13 +207,26 @@ fn delayed_ack_receiver_still_gives_estimates_without_stall() {
     // §3.5.1: with a delayed-ACK receiver only every other segment gives a delay sample. Reno
     // fills what 40 Mb/s of CBR cross traffic leaves of 100 Mb/s (200-packet buffer).
     let cross = "[[udp]]\nfrom = \"x1\"\nto = \"x2\"\npattern = { kind = \"cbr\", rate = \"40Mbps\" }\nsize = 1000";
-    let ((w, r), (w0, _)) = with_and_without("imtcp = { link_rate = \"1Gbps\" }", "100Mbps", 10, 200, "", &format!("delayed_ack = true\n{cross}"), "20s");
+    let ((w, r), (w0, _)) = with_and_without(
+        "imtcp = { link_rate = \"1Gbps\" }",
+        "100Mbps",
+        10,
+        200,
+        "",
+        &format!("delayed_ack = true\n{cross}"),
+        "20s",
+    );
     let v: Vec<f64> = estimates(&w, "imtcp", 5.0, 20.0).into_iter().filter(|e| e.2).map(|e| e.1).collect();
     assert!(v.len() >= 20, "{} in-range estimates with delayed ACKs", v.len());
     let m = median(v);
     assert!((m - 60.0).abs() <= 9.0, "median {m:.1} Mb/s with delayed ACKs, expected 60 ± 15 %");
     let c = w.bulk_conn(0).unwrap();
-    assert!(c.counters.acks_sent * 10 < c.counters.segments_sent * 7, "the receiver did delay ACKs: {} ACKs for {} segments", c.counters.acks_sent, c.counters.segments_sent);
+    assert!(
+        c.counters.acks_sent * 10 < c.counters.segments_sent * 7,
+        "the receiver did delay ACKs: {} ACKs for {} segments",
+        c.counters.acks_sent,
+        c.counters.segments_sent
+    );
     assert_conserved(&w, &r);
     let (a, b) = (mean_throughput(&w, 0, 8.0, 20.0), mean_throughput(&w0, 0, 8.0, 20.0));
     assert!(a >= 0.95 * b, "delayed ACKs: ImTCP {a:.1} vs Reno {b:.1} Mb/s");
@@ -188,7 +238,8 @@ fn retransmissions_flush_the_buffer_and_measurement_resumes() {
     // the buffer and pause the measurement until a new ACK; measurements keep coming between
     // losses, TCP does not stall, and no segment is lost inside the buffer.
     let cross = "[[udp]]\nfrom = \"x1\"\nto = \"x2\"\npattern = { kind = \"cbr\", rate = \"40Mbps\" }\nsize = 1000";
-    let ((w, r), (_, r0)) = with_and_without("imtcp = { link_rate = \"1Gbps\" }", "100Mbps", 10, 1000, "loss = 0.001", cross, "20s");
+    let ((w, r), (_, r0)) =
+        with_and_without("imtcp = { link_rate = \"1Gbps\" }", "100Mbps", 10, 1000, "loss = 0.001", cross, "20s");
     let s = w.inline_measurement(0).unwrap().stats();
     assert!(r.flows[0].fast_retransmits >= 10, "lossy path: {} fast retransmits", r.flows[0].fast_retransmits);
     assert!(s.retransmission_flushes >= r.flows[0].fast_retransmits, "every fast retransmit flushes: {s:?}");
@@ -202,8 +253,18 @@ fn retransmissions_flush_the_buffer_and_measurement_resumes() {
     // recovery point gave 15.5 vs 20.1: the held segments were those whose duplicate ACKs
     // Reno needed for the next hole.
     let (a, b) = (r.flows[0].throughput_mbps, r0.flows[0].throughput_mbps);
-    assert!(a >= 0.9 * b, "ImTCP {a:.2} vs Reno {b:.2} Mb/s on the lossy path (timeouts {} vs {})", r.flows[0].timeouts, r0.flows[0].timeouts);
-    assert!(r.flows[0].timeouts <= r0.flows[0].timeouts + 2, "timeouts {} vs {}", r.flows[0].timeouts, r0.flows[0].timeouts);
+    assert!(
+        a >= 0.9 * b,
+        "ImTCP {a:.2} vs Reno {b:.2} Mb/s on the lossy path (timeouts {} vs {})",
+        r.flows[0].timeouts,
+        r0.flows[0].timeouts
+    );
+    assert!(
+        r.flows[0].timeouts <= r0.flows[0].timeouts + 2,
+        "timeouts {} vs {}",
+        r.flows[0].timeouts,
+        r0.flows[0].timeouts
+    );
     assert_conserved(&w, &r);
 }
 
@@ -213,7 +274,9 @@ fn passive_estimators_watch_without_changing_the_flow() {
     // exactly those of the same run without them, and their estimates sit near what the flow
     // gets (a window-limited sender: ~36 Mb/s of 60 available).
     let cross = "[[udp]]\nfrom = \"x1\"\nto = \"x2\"\npattern = { kind = \"cbr\", rate = \"40Mbps\" }\nsize = 1000";
-    let tcp = |extra: &str| format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nmax_window = \"100KB\"\n{extra}\n{cross}");
+    let tcp = |extra: &str| {
+        format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nmax_window = \"100KB\"\n{extra}\n{cross}")
+    };
     let (w, r) = run(&path("100Mbps", 10, 1000, "", &tcp("passive = [\"westwood\", \"hoe\", \"rab\"]"), "10s"));
     let (w0, r0) = run(&path("100Mbps", 10, 1000, "", &tcp(""), "10s"));
     assert_eq!(r.flows[0].bytes, r0.flows[0].bytes);
@@ -228,7 +291,8 @@ fn passive_estimators_watch_without_changing_the_flow() {
         assert!(m > 0.5 * rate && m < 60.0 * 1.5, "{method}: median {m:.1} Mb/s for a {rate:.1} Mb/s flow");
     }
     // With ImTCP below the same sender, the tap still sees every ACK.
-    let (w, _) = run(&path("100Mbps", 10, 1000, "", &tcp("imtcp = { link_rate = \"1Gbps\" }\npassive = [\"westwood\"]"), "5s"));
+    let (w, _) =
+        run(&path("100Mbps", 10, 1000, "", &tcp("imtcp = { link_rate = \"1Gbps\" }\npassive = [\"westwood\"]"), "5s"));
     assert!(estimates(&w, "westwood", 0.0, 5.0).len() >= 8 && estimates(&w, "imtcp", 0.0, 5.0).len() >= 8);
 }
 
@@ -236,7 +300,9 @@ fn passive_estimators_watch_without_changing_the_flow() {
 fn scenario_keys_for_m_and_the_storing_timer() {
     // Fixed m and fixed T (Tables 1, 2) are accepted and change the behaviour; bad values are
     // clear errors.
-    let tcp = |m: &str| format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nmax_window = \"150KB\"\nimtcp = {{ link_rate = \"1Gbps\"{m} }}");
+    let tcp = |m: &str| {
+        format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nmax_window = \"150KB\"\nimtcp = {{ link_rate = \"1Gbps\"{m} }}")
+    };
     let (w, _) = run(&path("100Mbps", 10, 1000, "", &tcp(", stream_len = 17, m = 2"), "5s"));
     let fixed_m = w.inline_measurement(0).unwrap().stats();
     let (w, _) = run(&path("100Mbps", 10, 1000, "", &tcp(", storing_timer = \"1ms\""), "5s"));
@@ -251,7 +317,14 @@ fn scenario_keys_for_m_and_the_storing_timer() {
     // min(Ā, window/SRTT) gives the window-limited sender time to fill its streams
     // (measured: 89 storing timeouts against the paper's rule's 199 in 5 s).
     assert!(2 * tcp_rate.storing_timeouts < paper_rate.storing_timeouts, "{tcp_rate:?} vs {paper_rate:?}");
-    for bad in [", m = 1", ", stream_len = 5, m = 6", ", storing_timer = \"0s\"", ", m = 3, m_successes = 2", ", storing_timer = \"10ms\", max_storing_rtts = 1.0", ", storing_rate = \"fastest\""] {
+    for bad in [
+        ", m = 1",
+        ", stream_len = 5, m = 6",
+        ", storing_timer = \"0s\"",
+        ", m = 3, m_successes = 2",
+        ", storing_timer = \"10ms\", max_storing_rtts = 1.0",
+        ", storing_rate = \"fastest\"",
+    ] {
         let src = path("100Mbps", 10, 1000, "", &tcp(bad), "5s");
         let e = Scenario::parse(&src, "t.toml").expect_err(bad).to_string();
         assert!(e.contains("tcp[0].imtcp"), "{bad}: {e}");
@@ -276,8 +349,13 @@ fn same_seed_same_estimates() {
 fn table2(cross: &str, imtcp_line: &str, duration: &str) -> String {
     let src = include_str!("../../../scenarios/imtcp/table2.toml");
     let line = "imtcp = { link_rate = \"100Mbps\" }";
-    assert!(src.contains(line) && src.contains("duration = \"80s\"") && src.contains("rate = \"96Mbps\""), "table2.toml changed");
-    src.replace(line, imtcp_line).replace("duration = \"80s\"", &format!("duration = \"{duration}\"")).replace("rate = \"96Mbps\"", &format!("rate = \"{cross}\""))
+    assert!(
+        src.contains(line) && src.contains("duration = \"80s\"") && src.contains("rate = \"96Mbps\""),
+        "table2.toml changed"
+    );
+    src.replace(line, imtcp_line)
+        .replace("duration = \"80s\"", &format!("duration = \"{duration}\""))
+        .replace("rate = \"96Mbps\"", &format!("rate = \"{cross}\""))
 }
 
 #[test]
@@ -292,7 +370,12 @@ fn first_stream_packet_never_waits_longer_than_its_storing_timer() {
     let fixed = |t: &str| format!("imtcp = {{ link_rate = \"100Mbps\", storing_timer = \"{t}\" }}");
     let adaptive = "imtcp = { link_rate = \"100Mbps\" }".to_string();
     let mut runs = Vec::new();
-    for (cross, label, line, secs) in [("96Mbps", "40ms", fixed("40ms"), 40), ("96Mbps", "adaptive", adaptive.clone(), 40), ("96Mbps", "4ms", fixed("4ms"), 40), ("93Mbps", "adaptive", adaptive, 40)] {
+    for (cross, label, line, secs) in [
+        ("96Mbps", "40ms", fixed("40ms"), 40),
+        ("96Mbps", "adaptive", adaptive.clone(), 40),
+        ("96Mbps", "4ms", fixed("4ms"), 40),
+        ("93Mbps", "adaptive", adaptive, 40),
+    ] {
         let (w, _) = run(&table2(cross, &line, &format!("{secs}s")));
         let unit = w.inline_measurement(0).expect("ImTCP flow");
         let waits = unit.take_first_packet_waits();
@@ -303,7 +386,12 @@ fn first_stream_packet_never_waits_longer_than_its_storing_timer() {
         let most = started + stats.aborted_measurements + 1;
         assert!((started..=most).contains(&(waits.len() as u64)), "{label}: {} samples for {stats:?}", waits.len());
         for s in &waits {
-            assert!(s.wait <= s.storing_timer, "{cross} {label}: first packet waited {} with T = {}", s.wait, s.storing_timer);
+            assert!(
+                s.wait <= s.storing_timer,
+                "{cross} {label}: first packet waited {} with T = {}",
+                s.wait,
+                s.storing_timer
+            );
             // the adaptive T is capped at one SRTT (~185 ms here)
             assert!(s.storing_timer <= headroom_core::units::Dur::from_millis(250), "{label}: T = {}", s.storing_timer);
         }
@@ -318,7 +406,12 @@ fn first_stream_packet_never_waits_longer_than_its_storing_timer() {
     assert!(w40.iter().all(|s| s.storing_timer.as_secs_f64() == 0.04));
     assert!(w4.iter().all(|s| s.storing_timer.as_secs_f64() == 0.004));
     // Table 2's ordering: the adaptive T forms more streams than 40 ms; 4 ms almost never.
-    assert!(spro.streams_sent > s40.streams_sent, "streams adaptive {} vs T = 40 ms {}", spro.streams_sent, s40.streams_sent);
+    assert!(
+        spro.streams_sent > s40.streams_sent,
+        "streams adaptive {} vs T = 40 ms {}",
+        spro.streams_sent,
+        s40.streams_sent
+    );
     assert!(s4.storing_timeouts > 20 * s4.streams_sent.max(1), "T = 4 ms: {s4:?}");
 }
 
@@ -371,7 +464,8 @@ fn nothing_is_held_while_the_send_window_is_below_n() {
 /// Reno connections' and a Jain index of at least 0.98. Without the guard this row gave 0.81.
 #[test]
 fn imtcp_shares_like_reno_on_table3s_path_with_ns2_reno() {
-    let table3 = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/imtcp/table3.toml")).unwrap();
+    let table3 =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/imtcp/table3.toml")).unwrap();
     let src = table3.replacen("rate = \"50Mbps\"", "rate = \"60Mbps\"", 1).replacen("count = 10", "count = 2", 1);
     assert!(src.contains("60Mbps") && src.contains("count = 2") && src.contains("recover_guard = true"));
     let totals = |src: &str| {

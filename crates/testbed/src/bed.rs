@@ -84,7 +84,8 @@ pub fn check_support() -> Result<()> {
     if !Path::new("/dev/net/tun").exists() {
         bail!("/dev/net/tun is missing: the kernel has no TUN support (modprobe tun)");
     }
-    sys::can_create_netns().context("cannot create network namespaces here (no CAP_SYS_ADMIN, or a kernel without CONFIG_NET_NS)")?;
+    sys::can_create_netns()
+        .context("cannot create network namespaces here (no CAP_SYS_ADMIN, or a kernel without CONFIG_NET_NS)")?;
     let out = Command::new("ip").args(["netns", "list"]).output().context("running `ip` (install iproute2)")?;
     if !out.status.success() {
         bail!("`ip netns list` failed: {}", String::from_utf8_lossy(&out.stderr).trim());
@@ -135,7 +136,11 @@ fn ip_batch(netns: Option<&str>, lines: &[String]) -> Result<()> {
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
-        bail!("ip -batch in {} failed: {}", netns.unwrap_or("the root namespace"), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "ip -batch in {} failed: {}",
+            netns.unwrap_or("the root namespace"),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }
@@ -168,7 +173,8 @@ pub fn spawn_in_netns<T: Send + 'static>(
 
 fn write_sysctls(netns: &str, router: bool) -> Result<()> {
     run_in_netns(netns, move || {
-        let mut settings = vec![("/proc/sys/net/ipv4/conf/all/rp_filter", "0"), ("/proc/sys/net/ipv4/conf/default/rp_filter", "0")];
+        let mut settings =
+            vec![("/proc/sys/net/ipv4/conf/all/rp_filter", "0"), ("/proc/sys/net/ipv4/conf/default/rp_filter", "0")];
         if router {
             settings.push(("/proc/sys/net/ipv4/ip_forward", "1"));
         }
@@ -194,7 +200,9 @@ fn register_live(prefix: &str, namespaces: &[String]) {
         Ok(pipe) => {
             let _ = std::thread::Builder::new().name("hr-testbed-sig".into()).spawn(move || signal_watcher(pipe));
         }
-        Err(e) => eprintln!("headroom-testbed: cannot install signal handlers ({e:#}); Ctrl-C will leave namespaces behind"),
+        Err(e) => {
+            eprintln!("headroom-testbed: cannot install signal handlers ({e:#}); Ctrl-C will leave namespaces behind")
+        }
     });
     if let Ok(mut live) = LIVE.lock() {
         live.push(LiveRun { prefix: prefix.to_string(), namespaces: namespaces.to_vec() });
@@ -290,7 +298,12 @@ impl Testbed {
                 }
             };
             let net = if h.side == Side::Left { 1 } else { 2 };
-            hosts.push(Host { name: h.name.clone(), netns: format!("{prefix}{}", h.name), addr: Ipv4Addr::new(10, net, k, 2), side: h.side });
+            hosts.push(Host {
+                name: h.name.clone(),
+                netns: format!("{prefix}{}", h.name),
+                addr: Ipv4Addr::new(10, net, k, 2),
+                side: h.side,
+            });
         }
         let mut namespaces = vec![left_ns.clone(), right_ns.clone()];
         namespaces.extend(hosts.iter().map(|h| h.netns.clone()));
@@ -307,7 +320,8 @@ impl Testbed {
         fs::create_dir_all(&state_dir).with_context(|| format!("creating {}", state_dir.display()))?;
         fs::write(state_dir.join("state.json"), serde_json::to_vec_pretty(&state)?)?;
         register_live(&prefix, &namespaces);
-        let mut tb = Testbed { prefix, hosts, namespaces, left_ns, right_ns, delaybox: None, state_dir, torn_down: false };
+        let mut tb =
+            Testbed { prefix, hosts, namespaces, left_ns, right_ns, delaybox: None, state_dir, torn_down: false };
         // On error `tb` is dropped here, which removes what was built.
         tb.build(topo)?;
         Ok(tb)
@@ -367,7 +381,10 @@ impl Testbed {
         for (ns, remote) in [(&self.left_ns, "10.2.0.0/16"), (&self.right_ns, "10.1.0.0/16")] {
             ip_batch(
                 Some(ns),
-                &[format!("link set {DELAY_DEV} txqueuelen {TUN_TXQUEUELEN} up"), format!("route add {remote} dev {DELAY_DEV}")],
+                &[
+                    format!("link set {DELAY_DEV} txqueuelen {TUN_TXQUEUELEN} up"),
+                    format!("route add {remote} dev {DELAY_DEV}"),
+                ],
             )?;
         }
         let b = &topo.bottleneck;
@@ -385,9 +402,24 @@ impl Testbed {
                 extra.insert(h.addr, spec.delay);
             }
         }
-        let fwd = LineConfig { delay: b.delay, loss: b.loss, seed: b.seed, extra: extra.clone(), spin: Dur::ZERO, realtime: true };
-        let rev = LineConfig { delay: b.reverse_delay(), loss: b.reverse_loss, seed: b.seed ^ 0x5eed, extra, spin: Dur::ZERO, realtime: true };
-        self.delaybox = Some(DelayBox::start(&self.prefix, left_tun, right_tun, fwd, rev).context("starting the delay box")?);
+        let fwd = LineConfig {
+            delay: b.delay,
+            loss: b.loss,
+            seed: b.seed,
+            extra: extra.clone(),
+            spin: Dur::ZERO,
+            realtime: true,
+        };
+        let rev = LineConfig {
+            delay: b.reverse_delay(),
+            loss: b.reverse_loss,
+            seed: b.seed ^ 0x5eed,
+            extra,
+            spin: Dur::ZERO,
+            realtime: true,
+        };
+        self.delaybox =
+            Some(DelayBox::start(&self.prefix, left_tun, right_tun, fwd, rev).context("starting the delay box")?);
         Ok(())
     }
 
@@ -402,7 +434,10 @@ impl Testbed {
 
     /// The host named `name` (as in the topology).
     pub fn host(&self, name: &str) -> Result<&Host> {
-        self.hosts.iter().find(|h| h.name == name).ok_or_else(|| anyhow!("no host named `{name}` in testbed {}", self.prefix))
+        self.hosts
+            .iter()
+            .find(|h| h.name == name)
+            .ok_or_else(|| anyhow!("no host named `{name}` in testbed {}", self.prefix))
     }
 
     /// Every namespace of this testbed (routers first).
@@ -424,7 +459,12 @@ impl Testbed {
         let (prog, args) = argv.split_first().ok_or_else(|| anyhow!("exec: empty command"))?;
         let out = self.command(host, prog)?.args(args).stdin(Stdio::null()).output()?;
         if !out.status.success() {
-            bail!("`{}` in {host} failed ({}): {}", argv.join(" "), out.status, String::from_utf8_lossy(&out.stderr).trim());
+            bail!(
+                "`{}` in {host} failed ({}): {}",
+                argv.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
         }
         Ok(out)
     }
@@ -503,9 +543,29 @@ fn add_rate_limit(ns: &str, dev: &str, rate: headroom_core::Rate, buffer: Buffer
     // the timer granularity never starves the link.
     let burst = burst.map(|b| b.0).unwrap_or_else(|| (rate.bps() / 8 / 1000).max(3 * 1514));
     let rate_s = format!("{}bit", rate.bps());
-    run_cmd(&["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf", "rate", &rate_s, "burst", &burst.to_string(), "limit", "100000"])?;
+    run_cmd(&[
+        "tc",
+        "-n",
+        ns,
+        "qdisc",
+        "replace",
+        "dev",
+        dev,
+        "root",
+        "handle",
+        "1:",
+        "tbf",
+        "rate",
+        &rate_s,
+        "burst",
+        &burst.to_string(),
+        "limit",
+        "100000",
+    ])?;
     let (kind, limit) = fifo_args(buffer);
-    run_cmd(&["tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", kind, "limit", &limit])?;
+    run_cmd(&[
+        "tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", kind, "limit", &limit,
+    ])?;
     Ok(())
 }
 
@@ -542,7 +602,13 @@ pub fn queue_stats(ns: &str, dev: &str) -> Result<QueueStats> {
         .find(|q| q.get("root").and_then(|r| r.as_bool()) == Some(true))
         .ok_or_else(|| anyhow!("no root qdisc on {dev} in {ns}"))?;
     let g = |k: &str| root.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
-    Ok(QueueStats { backlog_bytes: g("backlog"), backlog_pkts: g("qlen"), drops: g("drops"), sent_bytes: g("bytes"), sent_pkts: g("packets") })
+    Ok(QueueStats {
+        backlog_bytes: g("backlog"),
+        backlog_pkts: g("qlen"),
+        drops: g("drops"),
+        sent_bytes: g("bytes"),
+        sent_pkts: g("packets"),
+    })
 }
 
 fn link_tx_dropped(ns: &str, dev: &str) -> Result<u64> {
@@ -640,8 +706,10 @@ pub fn down_all(prefix: Option<&str>, wait: std::time::Duration) -> Result<Vec<S
 /// Finds the namespace of `host` among recorded live runs (`prefix` picks one when several
 /// testbeds run).
 pub fn find_host(host: &str, prefix: Option<&str>) -> Result<Host> {
-    let runs: Vec<RunState> = list_runs().into_iter().filter(|r| !r.is_stale() && prefix.is_none_or(|p| r.prefix == p)).collect();
-    let found: Vec<(&RunState, &Host)> = runs.iter().flat_map(|r| r.hosts.iter().filter(|h| h.name == host).map(move |h| (r, h))).collect();
+    let runs: Vec<RunState> =
+        list_runs().into_iter().filter(|r| !r.is_stale() && prefix.is_none_or(|p| r.prefix == p)).collect();
+    let found: Vec<(&RunState, &Host)> =
+        runs.iter().flat_map(|r| r.hosts.iter().filter(|h| h.name == host).map(move |h| (r, h))).collect();
     match found.as_slice() {
         [] => bail!("no running testbed has a host `{host}` (start one with `headroom testbed up FILE`)"),
         [(_, h)] => Ok((*h).clone()),

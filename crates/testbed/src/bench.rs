@@ -93,7 +93,8 @@ fn stream(tb: &Testbed, g: UdpGen) -> Result<(traffic::UdpSendReport, UdpRecvRep
     let rx_sock = tb.run_in("r1", move || Ok(UdpSocket::bind(("0.0.0.0", port))?))?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
-    let rx = std::thread::spawn(move || traffic::udp_receive(&rx_sock, None, &stop2, Duration::from_millis(500), false));
+    let rx =
+        std::thread::spawn(move || traffic::udp_receive(&rx_sock, None, &stop2, Duration::from_millis(500), false));
     let tx = tb.spawn_in("s1", move || {
         let s = UdpSocket::bind("0.0.0.0:0")?;
         traffic::udp_send(&s, &g, None, None)
@@ -116,7 +117,16 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 fn delay_error(delay: Dur) -> Result<(DelayError, CounterSnapshot)> {
     let tb = Testbed::up(&Topology::dumbbell(1, Bottleneck::new(None, delay)))?;
     let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1")?.addr, 6000));
-    let g = UdpGen { dst, rate: Rate::from_mbps(1), size: 200, pattern: Pattern::Poisson, duration: Dur::from_secs(2), seed: 1, flow_id: 0, realtime: true };
+    let g = UdpGen {
+        dst,
+        rate: Rate::from_mbps(1),
+        size: 200,
+        pattern: Pattern::Poisson,
+        duration: Dur::from_secs(2),
+        seed: 1,
+        flow_id: 0,
+        realtime: true,
+    };
     let (_, got) = stream(&tb, g)?;
     let counters = tb.delaybox_counters().0;
     tb.down()?;
@@ -158,10 +168,21 @@ pub fn bench_delaybox(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Resu
         let c0 = tb.delaybox_counters().0;
         let t0 = tb.tun_drops()?.0;
         let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1")?.addr, 6001 + k as u16));
-        let g = UdpGen { dst, rate, size: cfg.size, pattern: Pattern::Cbr, duration: cfg.step, seed: 2, flow_id: 1, realtime: false };
+        let g = UdpGen {
+            dst,
+            rate,
+            size: cfg.size,
+            pattern: Pattern::Cbr,
+            duration: cfg.step,
+            seed: 2,
+            flow_id: 1,
+            realtime: false,
+        };
         let (sent, got) = stream(&tb, g)?;
         // Let the delay line drain (a packet may still be waiting out its delay) before reading.
-        let drain_until = std::time::Instant::now() + std::time::Duration::from_nanos(cfg.delay.0 * 2) + std::time::Duration::from_millis(100);
+        let drain_until = std::time::Instant::now()
+            + std::time::Duration::from_nanos(cfg.delay.0 * 2)
+            + std::time::Duration::from_millis(100);
         let mut c = tb.delaybox_counters().0.since(&c0);
         while c.packets_out < c.packets_in && std::time::Instant::now() < drain_until {
             std::thread::sleep(std::time::Duration::from_millis(1));

@@ -237,17 +237,22 @@ pub struct DelayBox {
 impl DelayBox {
     /// Starts the two directions: `left` and `right` are the TUN devices in the left and right
     /// routers. `name` prefixes the thread names.
-    pub fn start(name: &str, left: OwnedFd, right: OwnedFd, forward: LineConfig, reverse: LineConfig) -> std::io::Result<DelayBox> {
+    pub fn start(
+        name: &str,
+        left: OwnedFd,
+        right: OwnedFd,
+        forward: LineConfig,
+        reverse: LineConfig,
+    ) -> std::io::Result<DelayBox> {
         let stop = Arc::new(AtomicBool::new(false));
         let left = Arc::new(left);
         let right = Arc::new(right);
         let fc = Arc::new(Counters::default());
         let rc = Arc::new(Counters::default());
         let mut threads = Vec::new();
-        for (dir, input, output, cfg, counters) in [
-            ("f", left.clone(), right.clone(), forward, fc.clone()),
-            ("r", right, left, reverse, rc.clone()),
-        ] {
+        for (dir, input, output, cfg, counters) in
+            [("f", left.clone(), right.clone(), forward, fc.clone()), ("r", right, left, reverse, rc.clone())]
+        {
             let stop = stop.clone();
             let t = std::thread::Builder::new()
                 .name(format!("{name}dly{dir}"))

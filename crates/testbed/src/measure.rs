@@ -170,6 +170,9 @@ mod tests {
         let mut out = Vec::new();
         r.write_csv(&mut out).unwrap();
         let s = String::from_utf8(out).unwrap();
-        assert_eq!(s, "time_s,flow,metric,value\n0.100000,bottleneck,queue_pkts,3\n0.200000,f,throughput_bps,5000000\n");
+        assert_eq!(
+            s,
+            "time_s,flow,metric,value\n0.100000,bottleneck,queue_pkts,3\n0.200000,f,throughput_bps,5000000\n"
+        );
     }
 }

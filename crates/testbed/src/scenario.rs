@@ -103,7 +103,12 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
                     let r = traffic::udp_receive(&sock, Some(&c), &stop_r, Duration::from_secs(3600), false)?;
                     let d = &r.delays_ns;
                     let mean_owd = if d.is_empty() { 0.0 } else { d.iter().sum::<u64>() as f64 / d.len() as f64 / 1e6 };
-                    Ok(format!("{} pkts, loss {:.3}%, mean one-way delay {:.3} ms", r.packets, 100.0 * r.loss_rate(), mean_owd))
+                    Ok(format!(
+                        "{} pkts, loss {:.3}%, mean one-way delay {:.3} ms",
+                        r.packets,
+                        100.0 * r.loss_rate(),
+                        mean_owd
+                    ))
                 }));
             }
             FlowKind::Web => {
@@ -139,7 +144,10 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
                     let pattern = match f2.pattern.unwrap_or(PatternKind::Cbr) {
                         PatternKind::Cbr => Pattern::Cbr,
                         PatternKind::Poisson => Pattern::Poisson,
-                        PatternKind::Onoff => Pattern::OnOff { on: f2.on.unwrap_or(Dur::from_secs(1)), off: f2.off.unwrap_or(Dur::from_secs(1)) },
+                        PatternKind::Onoff => Pattern::OnOff {
+                            on: f2.on.unwrap_or(Dur::from_secs(1)),
+                            off: f2.off.unwrap_or(Dur::from_secs(1)),
+                        },
                     };
                     let g = UdpGen {
                         dst,
@@ -209,7 +217,8 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
     }
     let mut flows = Vec::new();
     for (i, f) in s.flows.iter().enumerate() {
-        let active = f.duration.unwrap_or(s.run.duration.saturating_sub(f.start)).min(s.run.duration.saturating_sub(f.start));
+        let active =
+            f.duration.unwrap_or(s.run.duration.saturating_sub(f.start)).min(s.run.duration.saturating_sub(f.start));
         let bytes = counters[i].bytes.load(Ordering::Relaxed);
         flows.push(FlowSummary {
             name: s.flow_name(i),

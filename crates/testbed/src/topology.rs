@@ -522,7 +522,8 @@ rate = "10Mbps"
         assert!(e.contains("probability"), "{e}");
         let e = format!("{:#}", Scenario::parse(&GOOD.replace("to = \"r1\"", "to = \"r9\""), "x").unwrap_err());
         assert!(e.contains("to: no host named `r9`"), "{e}");
-        let e = format!("{:#}", Scenario::parse(&GOOD.replace("pattern = \"poisson\"", "cc = \"bbr\""), "x").unwrap_err());
+        let e =
+            format!("{:#}", Scenario::parse(&GOOD.replace("pattern = \"poisson\"", "cc = \"bbr\""), "x").unwrap_err());
         assert!(e.contains("cc: does not apply"), "{e}");
         let e = format!("{:#}", Scenario::parse(&GOOD.replace("\"100pkts\"", "\"100\""), "x").unwrap_err());
         assert!(e.contains("smaller than one"), "{e}");

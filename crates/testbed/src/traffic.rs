@@ -93,7 +93,12 @@ impl UdpSendReport {
 }
 
 /// Sends as configured on `sock` (created in the sender's namespace). `stop` ends early.
-pub fn udp_send(sock: &UdpSocket, g: &UdpGen, counters: Option<&FlowCounters>, stop: Option<&AtomicBool>) -> Result<UdpSendReport> {
+pub fn udp_send(
+    sock: &UdpSocket,
+    g: &UdpGen,
+    counters: Option<&FlowCounters>,
+    stop: Option<&AtomicBool>,
+) -> Result<UdpSendReport> {
     if g.size < MIN_UDP_SIZE || g.size > 65_000 {
         bail!("UDP packet size {} outside {MIN_UDP_SIZE}..=65000", g.size);
     }
@@ -113,7 +118,13 @@ pub fn udp_send(sock: &UdpSocket, g: &UdpGen, counters: Option<&FlowCounters>, s
     r
 }
 
-fn udp_send_loop(sock: &UdpSocket, g: &UdpGen, counters: Option<&FlowCounters>, stop: Option<&AtomicBool>, spin: u64) -> Result<UdpSendReport> {
+fn udp_send_loop(
+    sock: &UdpSocket,
+    g: &UdpGen,
+    counters: Option<&FlowCounters>,
+    stop: Option<&AtomicBool>,
+    spin: u64,
+) -> Result<UdpSendReport> {
     sys::set_socket_buffers(sock.as_raw_fd(), 4 << 20);
     let mut buf = vec![0u8; g.size - IP_UDP_OVERHEAD];
     buf[16..20].copy_from_slice(&g.flow_id.to_be_bytes());
@@ -329,7 +340,12 @@ pub fn tcp_connect(dst: SocketAddr, cc: &str) -> Result<TcpStream> {
 }
 
 /// Writes as fast as TCP allows for `duration` (or until `stop`); returns bytes written.
-pub fn tcp_bulk_send(s: &TcpStream, duration: Dur, counters: Option<&FlowCounters>, stop: Option<&AtomicBool>) -> Result<u64> {
+pub fn tcp_bulk_send(
+    s: &TcpStream,
+    duration: Dur,
+    counters: Option<&FlowCounters>,
+    stop: Option<&AtomicBool>,
+) -> Result<u64> {
     let buf = vec![0x5au8; 128 * 1024];
     let end = sys::now_ns() + duration.0;
     s.set_write_timeout(Some(Duration::from_millis(50)))?;
@@ -433,8 +449,13 @@ pub struct PageTime {
 pub const MAX_OBJECT: u64 = 20_000_000;
 
 /// Runs the client until `duration` (the page in progress then finishes); returns page times.
-pub fn web_client(c: &WebClient, counters: Option<&FlowCounters>, on_page: &mut dyn FnMut(PageTime)) -> Result<Vec<PageTime>> {
-    let mut s = TcpStream::connect_timeout(&c.server, Duration::from_secs(3)).with_context(|| format!("connecting to {}", c.server))?;
+pub fn web_client(
+    c: &WebClient,
+    counters: Option<&FlowCounters>,
+    on_page: &mut dyn FnMut(PageTime),
+) -> Result<Vec<PageTime>> {
+    let mut s = TcpStream::connect_timeout(&c.server, Duration::from_secs(3))
+        .with_context(|| format!("connecting to {}", c.server))?;
     s.set_nodelay(true)?;
     let mut rng = Rng::new(c.seed);
     let scale = c.object_mean.0 as f64 * (c.object_shape - 1.0) / c.object_shape;

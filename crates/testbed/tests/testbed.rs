@@ -89,7 +89,12 @@ fn tcp_bulk_flow_fills_a_50mbps_tbf_bottleneck() {
     sink.join().unwrap().unwrap();
     let goodput = Bytes(b1 - b0).per(Dur(t1.duration_since(t0).as_nanos() as u64));
     let q = tb.queue_stats().unwrap();
-    println!("TCP goodput {:.2} Mbit/s through a 50 Mbit/s tbf (qdisc sent {} pkts, dropped {})", goodput.as_mbps(), q.sent_pkts, q.drops);
+    println!(
+        "TCP goodput {:.2} Mbit/s through a 50 Mbit/s tbf (qdisc sent {} pkts, dropped {})",
+        goodput.as_mbps(),
+        q.sent_pkts,
+        q.drops
+    );
     let frac = goodput.as_mbps() / 50.0;
     assert!((0.90..=1.0).contains(&frac), "goodput is {:.1}% of the bottleneck", 100.0 * frac);
     tb.down().unwrap();
@@ -107,13 +112,30 @@ fn one_percent_loss_is_measured_between_0_8_and_1_2_percent() {
     let s2 = stop.clone();
     let recv = std::thread::spawn(move || traffic::udp_receive(&rx, None, &s2, Duration::from_millis(300), false));
     let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 6000));
-    let g = UdpGen { dst, rate: Rate::from_mbps(16), size: 100, pattern: Pattern::Cbr, duration: Dur::from_secs(3), seed: 1, flow_id: 0, realtime: true };
+    let g = UdpGen {
+        dst,
+        rate: Rate::from_mbps(16),
+        size: 100,
+        pattern: Pattern::Cbr,
+        duration: Dur::from_secs(3),
+        seed: 1,
+        flow_id: 0,
+        realtime: true,
+    };
     let sent = tb.run_in("s1", move || traffic::udp_send(&UdpSocket::bind("0.0.0.0:0")?, &g, None, None)).unwrap();
     let got = recv.join().unwrap().unwrap();
     let lost = sent.packets - got.packets;
     let rate = lost as f64 / sent.packets as f64;
     let (fwd, _) = tb.delaybox_counters();
-    println!("sent {} received {} lost {} = {:.3}% (delay box dropped {} of {})", sent.packets, got.packets, lost, 100.0 * rate, fwd.lost, fwd.packets_in);
+    println!(
+        "sent {} received {} lost {} = {:.3}% (delay box dropped {} of {})",
+        sent.packets,
+        got.packets,
+        lost,
+        100.0 * rate,
+        fwd.lost,
+        fwd.packets_in
+    );
     assert!(sent.packets >= 50_000, "too few packets for the check: {}", sent.packets);
     assert!((0.008..=0.012).contains(&rate), "measured loss {:.3}%", 100.0 * rate);
     assert_eq!(fwd.own_drops(), 0, "the delay box dropped packets of its own");
@@ -131,7 +153,16 @@ fn delay_box_carries_200mbps_without_drops_of_its_own() {
     let s2 = stop.clone();
     let recv = std::thread::spawn(move || traffic::udp_receive(&rx, None, &s2, Duration::from_millis(300), false));
     let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 6000));
-    let g = UdpGen { dst, rate: Rate::from_mbps(200), size: 1500, pattern: Pattern::Cbr, duration: Dur::from_secs(2), seed: 1, flow_id: 0, realtime: true };
+    let g = UdpGen {
+        dst,
+        rate: Rate::from_mbps(200),
+        size: 1500,
+        pattern: Pattern::Cbr,
+        duration: Dur::from_secs(2),
+        seed: 1,
+        flow_id: 0,
+        realtime: true,
+    };
     let sent = tb.run_in("s1", move || traffic::udp_send(&UdpSocket::bind("0.0.0.0:0")?, &g, None, None)).unwrap();
     let got = recv.join().unwrap().unwrap();
     let (fwd, _) = tb.delaybox_counters();
@@ -165,7 +196,16 @@ fn poisson_generator_rate_is_within_2_percent() {
     let recv = std::thread::spawn(move || traffic::udp_receive(&rx, None, &s2, Duration::from_millis(300), true));
     let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 6000));
     let target = Rate::from_mbps(100);
-    let g = UdpGen { dst, rate: target, size: 1000, pattern: Pattern::Poisson, duration: Dur::from_secs(3), seed: 7, flow_id: 0, realtime: true };
+    let g = UdpGen {
+        dst,
+        rate: target,
+        size: 1000,
+        pattern: Pattern::Poisson,
+        duration: Dur::from_secs(3),
+        seed: 7,
+        flow_id: 0,
+        realtime: true,
+    };
     let sent = tb.run_in("s1", move || traffic::udp_send(&UdpSocket::bind("0.0.0.0:0")?, &g, None, None)).unwrap();
     let got = recv.join().unwrap().unwrap();
     let send_err = sent.rate().as_mbps() / target.as_mbps() - 1.0;
@@ -369,7 +409,8 @@ think = "100ms"
         assert!(rows.iter().any(|r| r.flow == flow && r.metric == metric), "no {flow} {metric} rows");
     }
     // the TCP flow's RTT includes the 2x10 ms bottleneck delay and r1's 2x5 ms access delay
-    let min_rtt = rows.iter().filter(|r| r.flow == "bulk" && r.metric == "rtt_ms").map(|r| r.value).fold(f64::MAX, f64::min);
+    let min_rtt =
+        rows.iter().filter(|r| r.flow == "bulk" && r.metric == "rtt_ms").map(|r| r.value).fold(f64::MAX, f64::min);
     assert!(min_rtt >= 29.5, "bulk flow RTT {min_rtt} ms below the configured 30 ms");
     let total: f64 = out.flows.iter().filter(|f| f.name != "web").map(|f| f.throughput.as_mbps()).sum();
     for f in &out.flows {

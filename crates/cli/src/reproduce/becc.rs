@@ -11,10 +11,26 @@ use super::{mean_between, run_scenario, series_of, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment { name: "becc-fig2", about: "BECC Fig. 2: Reno throughput vs maximum window, 45 Mb/s, 10 ms (intermittent transfer)", run: becc_fig2 },
-    Experiment { name: "becc-fig10", about: "BECC Fig. 10: BECC vs Reno, maximum window 30-350 KB, 45 Mb/s", run: becc_fig10 },
-    Experiment { name: "becc-fig11", about: "BECC Fig. 11: BECC vs Reno, maximum window 30-350 KB, 10 Mb/s", run: becc_fig11 },
-    Experiment { name: "becc-fig12", about: "BECC Fig. 12: tracking a 20 Mb/s UDP load switched off at 10 s and on at 20 s", run: becc_fig12 },
+    Experiment {
+        name: "becc-fig2",
+        about: "BECC Fig. 2: Reno throughput vs maximum window, 45 Mb/s, 10 ms (intermittent transfer)",
+        run: becc_fig2,
+    },
+    Experiment {
+        name: "becc-fig10",
+        about: "BECC Fig. 10: BECC vs Reno, maximum window 30-350 KB, 45 Mb/s",
+        run: becc_fig10,
+    },
+    Experiment {
+        name: "becc-fig11",
+        about: "BECC Fig. 11: BECC vs Reno, maximum window 30-350 KB, 10 Mb/s",
+        run: becc_fig11,
+    },
+    Experiment {
+        name: "becc-fig12",
+        about: "BECC Fig. 12: tracking a 20 Mb/s UDP load switched off at 10 s and on at 20 s",
+        run: becc_fig12,
+    },
     Experiment { name: "becc-fig13", about: "BECC Fig. 13: two BECC flows", run: becc_fig13 },
 ];
 
@@ -69,7 +85,15 @@ fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[&str], rows: &[SweepR
         title: title.into(),
         x_label: "maximum window (KB)".into(),
         y_label: "throughput (Mb/s)".into(),
-        series: ccs.iter().enumerate().map(|(k, cc)| Series { label: cc.to_string(), points: rows.iter().map(|r| (r.0, r.1[k])).collect(), markers_only: false }).collect(),
+        series: ccs
+            .iter()
+            .enumerate()
+            .map(|(k, cc)| Series {
+                label: cc.to_string(),
+                points: rows.iter().map(|r| (r.0, r.1[k])).collect(),
+                markers_only: false,
+            })
+            .collect(),
         y_range: None,
     };
     std::fs::write(dir.join(format!("{file}.svg")), chart.to_svg())?;
@@ -81,20 +105,47 @@ fn becc_fig2(dir: &Path) -> Result<String> {
     write_sweep(dir, "fig2", "BECC Fig. 2: Reno, 45 Mb/s, 10 ms RTT", &["reno"], &rows)?;
     let mut s = String::new();
     let _ = writeln!(s, "{:<26} {:>12} {:>12}", "Reno throughput", "paper", "headroom");
-    let _ = writeln!(s, "{:<26} {:>12} {:>12.1}", "windows 90-200 KB (Mb/s)", "~41", mean_where(&rows, 0, |w| (90.0..=200.0).contains(&w)));
-    let _ = writeln!(s, "{:<26} {:>12} {:>12.1}", "windows > 200 KB (Mb/s)", "~12", mean_where(&rows, 0, |w| w > 200.0));
+    let _ = writeln!(
+        s,
+        "{:<26} {:>12} {:>12.1}",
+        "windows 90-200 KB (Mb/s)",
+        "~41",
+        mean_where(&rows, 0, |w| (90.0..=200.0).contains(&w))
+    );
+    let _ =
+        writeln!(s, "{:<26} {:>12} {:>12.1}", "windows > 200 KB (Mb/s)", "~12", mean_where(&rows, 0, |w| w > 200.0));
     Ok(s)
 }
 
-fn becc_sweep_fig(dir: &Path, src: &str, origin: &str, file: &str, title: &str, paper_reno: &str, paper_becc: &str) -> Result<String> {
+fn becc_sweep_fig(
+    dir: &Path,
+    src: &str,
+    origin: &str,
+    file: &str,
+    title: &str,
+    paper_reno: &str,
+    paper_becc: &str,
+) -> Result<String> {
     let rows = window_sweep(src, origin, &["reno", "becc"])?;
     write_sweep(dir, file, title, &["reno", "becc"], &rows)?;
     let mut s = String::new();
     let _ = writeln!(s, "{:<34} {:>10} {:>10}", "windows beyond 220 KB (Mb/s)", "paper", "headroom");
     let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "Reno", paper_reno, mean_where(&rows, 0, |w| w > 220.0));
     let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "BECC", paper_becc, mean_where(&rows, 1, |w| w > 220.0));
-    let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "both, windows <= 200 KB: Reno", "alike", mean_where(&rows, 0, |w| w <= 200.0));
-    let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "both, windows <= 200 KB: BECC", "alike", mean_where(&rows, 1, |w| w <= 200.0));
+    let _ = writeln!(
+        s,
+        "{:<34} {:>10} {:>10.1}",
+        "both, windows <= 200 KB: Reno",
+        "alike",
+        mean_where(&rows, 0, |w| w <= 200.0)
+    );
+    let _ = writeln!(
+        s,
+        "{:<34} {:>10} {:>10.1}",
+        "both, windows <= 200 KB: BECC",
+        "alike",
+        mean_where(&rows, 1, |w| w <= 200.0)
+    );
     Ok(s)
 }
 
@@ -103,7 +154,15 @@ fn becc_fig10(dir: &Path) -> Result<String> {
 }
 
 fn becc_fig11(dir: &Path) -> Result<String> {
-    becc_sweep_fig(dir, FIG11, "scenarios/becc/fig11.toml", "fig11", "BECC Fig. 11: 10 Mb/s, 10 ms RTT", "lower", "higher")
+    becc_sweep_fig(
+        dir,
+        FIG11,
+        "scenarios/becc/fig11.toml",
+        "fig11",
+        "BECC Fig. 11: 10 Mb/s, 10 ms RTT",
+        "lower",
+        "higher",
+    )
 }
 
 fn becc_fig12(dir: &Path) -> Result<String> {
@@ -129,10 +188,22 @@ fn becc_fig12(dir: &Path) -> Result<String> {
     std::fs::write(dir.join("fig12.svg"), chart.to_svg())?;
     let mut s = String::new();
     let _ = writeln!(s, "{:<30} {:>20} {:>10}", "BECC throughput (Mb/s)", "paper", "headroom");
-    let _ = writeln!(s, "{:<30} {:>20} {:>10.1}", "0-10 s (UDP on)", "~15 measured rate", mean_between(&becc, 0.5, 10.0));
+    let _ =
+        writeln!(s, "{:<30} {:>20} {:>10.1}", "0-10 s (UDP on)", "~15 measured rate", mean_between(&becc, 0.5, 10.0));
     let _ = writeln!(s, "{:<30} {:>20} {:>10.1}", "10-20 s (UDP off)", "rises", mean_between(&becc, 10.0, 20.0));
-    let _ = writeln!(s, "{:<30} {:>20} {:>10.1}", "20-40 s (UDP on)", "one stall, recovers", mean_between(&becc, 20.0, 40.0));
-    let _ = writeln!(s, "timeouts: {}; BECC state per connection: {} bytes (paper: 40)", r.flows[0].timeouts, r.flows[0].cc_state_bytes.unwrap_or(0));
+    let _ = writeln!(
+        s,
+        "{:<30} {:>20} {:>10.1}",
+        "20-40 s (UDP on)",
+        "one stall, recovers",
+        mean_between(&becc, 20.0, 40.0)
+    );
+    let _ = writeln!(
+        s,
+        "timeouts: {}; BECC state per connection: {} bytes (paper: 40)",
+        r.flows[0].timeouts,
+        r.flows[0].cc_state_bytes.unwrap_or(0)
+    );
     Ok(s)
 }
 
@@ -154,7 +225,12 @@ fn becc_fig13(dir: &Path) -> Result<String> {
     let (ma, mb) = (mean_between(&a, 5.0, 60.0), mean_between(&b, 5.0, 60.0));
     let jain = (ma + mb).powi(2) / (2.0 * (ma * ma + mb * mb));
     let mut s = String::new();
-    let _ = writeln!(s, "two BECC flows from 5 s to 60 s: {ma:.1} + {mb:.1} = {:.1} Mb/s, Jain index {jain:.3}", ma + mb);
-    let _ = writeln!(s, "timeouts: {} and {} (paper: a few congestion episodes, then stable)", r.flows[0].timeouts, r.flows[1].timeouts);
+    let _ =
+        writeln!(s, "two BECC flows from 5 s to 60 s: {ma:.1} + {mb:.1} = {:.1} Mb/s, Jain index {jain:.3}", ma + mb);
+    let _ = writeln!(
+        s,
+        "timeouts: {} and {} (paper: a few congestion episodes, then stable)",
+        r.flows[0].timeouts, r.flows[1].timeouts
+    );
     Ok(s)
 }

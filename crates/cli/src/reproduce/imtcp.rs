@@ -114,11 +114,22 @@ fn imtcp_fig8(dir: &Path) -> Result<String> {
         runs.push((n, est));
     }
     std::fs::write(dir.join("fig8.csv"), csv)?;
-    let mut series = vec![Series { label: "available bandwidth".into(), points: available_series(300.0), markers_only: false }];
+    let mut series =
+        vec![Series { label: "available bandwidth".into(), points: available_series(300.0), markers_only: false }];
     for (n, est) in &runs {
-        series.push(Series { label: format!("N = {n}"), points: est.iter().map(|e| (e.0, e.1)).collect(), markers_only: true });
+        series.push(Series {
+            label: format!("N = {n}"),
+            points: est.iter().map(|e| (e.0, e.1)).collect(),
+            markers_only: true,
+        });
     }
-    let chart = Chart { title: "ImTCP Fig. 8: echo-mode estimates, 100 Mb/s bottleneck".into(), x_label: "time (s)".into(), y_label: "Mb/s".into(), series, y_range: Some((0.0, 100.0)) };
+    let chart = Chart {
+        title: "ImTCP Fig. 8: echo-mode estimates, 100 Mb/s bottleneck".into(),
+        x_label: "time (s)".into(),
+        y_label: "Mb/s".into(),
+        series,
+        y_range: Some((0.0, 100.0)),
+    };
     std::fs::write(dir.join("fig8.svg"), chart.to_svg())?;
 
     let mut s = String::new();
@@ -157,11 +168,19 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
     let origin = "scenarios/imtcp/table1.toml";
     const LINE: &str = "imtcp = { stream_len = 5, link_rate = \"100Mbps\" }";
     // (N, paper's counts for m = 2..=7 where defined, paper's "Pro.")
-    let paper: [(usize, &[u32], u32); 3] = [(5, &[387, 441, 424, 389], 424), (6, &[200, 216, 406, 392, 370], 394), (17, &[77, 173, 277, 279, 348, 349], 359)];
+    let paper: [(usize, &[u32], u32); 3] = [
+        (5, &[387, 441, 424, 389], 424),
+        (6, &[200, 216, 406, 392, 370], 394),
+        (17, &[77, 173, 277, 279, 348, 349], 359),
+    ];
     let mut csv = String::from("n,m,results,paper_results,throughput_mbps\n");
     let mut s = String::new();
     let _ = writeln!(s, "measurement results in 80 s, 3 Mb/s available: paper / headroom");
-    let _ = writeln!(s, "{:<6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}", "", "m = 2", "m = 3", "m = 4", "m = 5", "m = 6", "m = 7", "Pro.");
+    let _ = writeln!(
+        s,
+        "{:<6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "", "m = 2", "m = 3", "m = 4", "m = 5", "m = 6", "m = 7", "Pro."
+    );
     let mut series = Vec::new();
     for (n, counts, pro) in paper {
         let _ = write!(s, "{:<6}", format!("N={n}"));
@@ -171,7 +190,12 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
                 let _ = write!(s, " {:>11}", "-");
                 continue;
             }
-            let src = with(TABLE1, origin, LINE, &format!("imtcp = {{ stream_len = {n}, m = {m}, link_rate = \"100Mbps\" }}"))?;
+            let src = with(
+                TABLE1,
+                origin,
+                LINE,
+                &format!("imtcp = {{ stream_len = {n}, m = {m}, link_rate = \"100Mbps\" }}"),
+            )?;
             let (c, tput) = count_results(&src, origin)?;
             let p = counts[m - 2];
             let _ = writeln!(csv, "{n},{m},{c},{p},{tput:.3}");
@@ -183,12 +207,25 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
         let _ = writeln!(csv, "{n},adaptive,{c},{pro},{tput:.3}");
         let _ = writeln!(s, " {:>11}", format!("{pro} / {c}"));
         series.push(Series { label: format!("N = {n}, fixed m"), points: pts, markers_only: false });
-        series.push(Series { label: format!("N = {n}, adaptive m"), points: vec![(2.0, c as f64), (7.0, c as f64)], markers_only: false });
+        series.push(Series {
+            label: format!("N = {n}, adaptive m"),
+            points: vec![(2.0, c as f64), (7.0, c as f64)],
+            markers_only: false,
+        });
     }
     std::fs::write(dir.join("table1.csv"), csv)?;
-    let chart = Chart { title: "ImTCP Table 1: results in 80 s at 3 Mb/s available".into(), x_label: "m".into(), y_label: "measurement results".into(), series, y_range: None };
+    let chart = Chart {
+        title: "ImTCP Table 1: results in 80 s at 3 Mb/s available".into(),
+        x_label: "m".into(),
+        y_label: "measurement results".into(),
+        series,
+        y_range: None,
+    };
     std::fs::write(dir.join("table1.svg"), chart.to_svg())?;
-    let _ = writeln!(s, "(paper: a small fixed m hurts for larger N; the adaptive m keeps the count near the best fixed m)");
+    let _ = writeln!(
+        s,
+        "(paper: a small fixed m hurts for larger N; the adaptive m keeps the count near the best fixed m)"
+    );
     Ok(s)
 }
 
@@ -210,17 +247,30 @@ fn storing_run(src: &str, origin: &str) -> Result<StoringRun> {
     let samples = unit.take_first_packet_waits();
     let mut waits_ms: Vec<f64> = samples.iter().map(|s| s.wait.as_secs_f64() * 1e3).collect();
     waits_ms.sort_by(|a, b| a.total_cmp(b));
-    let worst_excess_ms = samples.iter().map(|s| (s.wait.as_secs_f64() - s.storing_timer.as_secs_f64()) * 1e3).fold(f64::NEG_INFINITY, f64::max);
-    Ok(StoringRun { results, throughput_mbps: r.flows[0].throughput_mbps, waits_ms, worst_excess_ms, stats: unit.stats() })
+    let worst_excess_ms = samples
+        .iter()
+        .map(|s| (s.wait.as_secs_f64() - s.storing_timer.as_secs_f64()) * 1e3)
+        .fold(f64::NEG_INFINITY, f64::max);
+    Ok(StoringRun {
+        results,
+        throughput_mbps: r.flows[0].throughput_mbps,
+        waits_ms,
+        worst_excess_ms,
+        stats: unit.stats(),
+    })
 }
 
 fn imtcp_table2(dir: &Path) -> Result<String> {
     let origin = "scenarios/imtcp/table2.toml";
     const LINE: &str = "imtcp = { link_rate = \"100Mbps\" }";
     // (available Mb/s, cross traffic, paper counts for 0.04 s, Pro., 0.01 s, 0.004 s)
-    let cases: [(u32, &str, [u32; 4]); 2] = [(4, "rate = \"96Mbps\"", [379, 371, 324, 105]), (7, "rate = \"93Mbps\"", [486, 488, 423, 298])];
-    let timers: [(&str, Option<&str>); 4] = [("0.04 s", Some("40ms")), ("Pro.", None), ("0.01 s", Some("10ms")), ("0.004 s", Some("4ms"))];
-    let mut csv = String::from("available_mbps,storing_timer,results,paper_results,throughput_mbps,streams,storing_timeouts,stream_failures\n");
+    let cases: [(u32, &str, [u32; 4]); 2] =
+        [(4, "rate = \"96Mbps\"", [379, 371, 324, 105]), (7, "rate = \"93Mbps\"", [486, 488, 423, 298])];
+    let timers: [(&str, Option<&str>); 4] =
+        [("0.04 s", Some("40ms")), ("Pro.", None), ("0.01 s", Some("10ms")), ("0.004 s", Some("4ms"))];
+    let mut csv = String::from(
+        "available_mbps,storing_timer,results,paper_results,throughput_mbps,streams,storing_timeouts,stream_failures\n",
+    );
     let mut cdf_csv = String::from("available_mbps,setting,wait_ms,cdf\n");
     let mut s = String::new();
     let _ = writeln!(s, "measurement results in 80 s (N = 35): paper / headroom");
@@ -250,13 +300,18 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
             let run = storing_run(&with(&base, origin, LINE, &line)?, origin)?;
             let c = run.results;
             let st = run.stats;
-            let _ = writeln!(csv, "{avail},{label},{c},{},{:.3},{},{},{}", paper[k], run.throughput_mbps, st.streams_sent, st.storing_timeouts, st.stream_failures);
+            let _ = writeln!(
+                csv,
+                "{avail},{label},{c},{},{:.3},{},{},{}",
+                paper[k], run.throughput_mbps, st.streams_sent, st.storing_timeouts, st.stream_failures
+            );
             let _ = write!(s, " {:>11}", format!("{} / {c}", paper[k]));
             pts.push((k as f64, c as f64));
             let w = &run.waits_ms;
             let n = w.len();
             let step = (n / 400).max(1);
-            let mut cdf_pts: Vec<(f64, f64)> = w.iter().enumerate().step_by(step).map(|(i, v)| (*v, (i + 1) as f64 / n as f64)).collect();
+            let mut cdf_pts: Vec<(f64, f64)> =
+                w.iter().enumerate().step_by(step).map(|(i, v)| (*v, (i + 1) as f64 / n as f64)).collect();
             if let Some(last) = w.last() {
                 if cdf_pts.last().is_none_or(|p| p.1 < 1.0) {
                     cdf_pts.push((*last, 1.0));
@@ -281,7 +336,11 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
                 run.throughput_mbps
             );
             if n > 0 {
-                cdf_series.push(Series { label: format!("{avail} Mb/s, T = {label}"), points: cdf_pts, markers_only: false });
+                cdf_series.push(Series {
+                    label: format!("{avail} Mb/s, T = {label}"),
+                    points: cdf_pts,
+                    markers_only: false,
+                });
             }
         }
         s.push('\n');
@@ -289,15 +348,32 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
     }
     std::fs::write(dir.join("table2.csv"), csv)?;
     std::fs::write(dir.join("fig9.csv"), cdf_csv)?;
-    let chart = Chart { title: "ImTCP Table 2: results in 80 s; x: 0 = 40 ms, 1 = adaptive, 2 = 10 ms, 3 = 4 ms".into(), x_label: "storing timer".into(), y_label: "measurement results".into(), series, y_range: None };
+    let chart = Chart {
+        title: "ImTCP Table 2: results in 80 s; x: 0 = 40 ms, 1 = adaptive, 2 = 10 ms, 3 = 4 ms".into(),
+        x_label: "storing timer".into(),
+        y_label: "measurement results".into(),
+        series,
+        y_range: None,
+    };
     std::fs::write(dir.join("table2.svg"), chart.to_svg())?;
-    let chart = Chart { title: "ImTCP Fig. 9: CDF of the first stream packet's waiting time".into(), x_label: "waiting time (ms)".into(), y_label: "CDF".into(), series: cdf_series, y_range: Some((0.0, 1.0)) };
+    let chart = Chart {
+        title: "ImTCP Fig. 9: CDF of the first stream packet's waiting time".into(),
+        x_label: "waiting time (ms)".into(),
+        y_label: "CDF".into(),
+        series: cdf_series,
+        y_range: Some((0.0, 1.0)),
+    };
     std::fs::write(dir.join("fig9.svg"), chart.to_svg())?;
-    let _ = writeln!(s, "(paper: short fixed timers fail to form streams; the adaptive T keeps the count of T = 0.04 s)");
+    let _ =
+        writeln!(s, "(paper: short fixed timers fail to form streams; the adaptive T keeps the count of T = 0.04 s)");
     s.push('\n');
     s.push_str(&fig9);
-    let _ = writeln!(s, "(max-T: largest wait minus the storing timer armed for it; timeouts: storing episodes that ended");
-    let _ = writeln!(s, " without a stream. Paper: T = 0.04 s gives long waits; the proposed T removes them, keeping the count)");
+    let _ =
+        writeln!(s, "(max-T: largest wait minus the storing timer armed for it; timeouts: storing episodes that ended");
+    let _ = writeln!(
+        s,
+        " without a stream. Paper: T = 0.04 s gives long waits; the proposed T removes them, keeping the count)"
+    );
     Ok(s)
 }
 
@@ -327,16 +403,27 @@ fn imtcp_fig10(dir: &Path) -> Result<String> {
         }
     }
     std::fs::write(dir.join("fig10.csv"), csv)?;
-    let mut series = vec![Series { label: "available bandwidth".into(), points: available_series(300.0), markers_only: false }];
+    let mut series =
+        vec![Series { label: "available bandwidth".into(), points: available_series(300.0), markers_only: false }];
     for (m, pts) in methods.iter().zip(&binned) {
         series.push(Series { label: m.to_string(), points: pts.clone(), markers_only: false });
     }
-    let chart = Chart { title: "ImTCP Fig. 10: 0.5 s averages of the estimates".into(), x_label: "time (s)".into(), y_label: "Mb/s".into(), series, y_range: Some((0.0, 120.0)) };
+    let chart = Chart {
+        title: "ImTCP Fig. 10: 0.5 s averages of the estimates".into(),
+        x_label: "time (s)".into(),
+        y_label: "Mb/s".into(),
+        series,
+        y_range: Some((0.0, 120.0)),
+    };
     std::fs::write(dir.join("fig10.svg"), chart.to_svg())?;
 
     let mut s = String::new();
     let _ = writeln!(s, "mean of the 0.5 s averages per phase (Mb/s; first 5 s of each phase left out)");
-    let _ = writeln!(s, "{:<10} {:>10} {:>8} {:>9} {:>8} {:>8}", "phase (s)", "available", "ImTCP", "Westwood", "Hoe", "TCP-Rab");
+    let _ = writeln!(
+        s,
+        "{:<10} {:>10} {:>8} {:>9} {:>8} {:>8}",
+        "phase (s)", "available", "ImTCP", "Westwood", "Hoe", "TCP-Rab"
+    );
     for (a, b) in PHASES {
         let _ = write!(s, "{:<10} {:>10}", format!("{a:.0}-{b:.0}"), available_fig8(a));
         for pts in &binned {
@@ -347,7 +434,8 @@ fn imtcp_fig10(dir: &Path) -> Result<String> {
     }
     let _ = write!(s, "{:<21}", "mean |err| / avail");
     for pts in &binned {
-        let v: Vec<f64> = pts.iter().map(|p| (p.1 - available_fig8(p.0 - 0.25)).abs() / available_fig8(p.0 - 0.25)).collect();
+        let v: Vec<f64> =
+            pts.iter().map(|p| (p.1 - available_fig8(p.0 - 0.25)).abs() / available_fig8(p.0 - 0.25)).collect();
         let _ = write!(s, " {:>7.1}%", 100.0 * mean(&v));
     }
     s.push('\n');
@@ -358,7 +446,8 @@ fn imtcp_fig10(dir: &Path) -> Result<String> {
     }
     s.push('\n');
     let _ = writeln!(s, "  (time until a 0.5 s average first reaches 80 % of the new 60 Mb/s)");
-    let _ = writeln!(s, "the Reno flow itself: {:.1} Mb/s, {} timeouts", r.flows[0].throughput_mbps, r.flows[0].timeouts);
+    let _ =
+        writeln!(s, "the Reno flow itself: {:.1} Mb/s, {} timeouts", r.flows[0].throughput_mbps, r.flows[0].timeouts);
     let _ = writeln!(s, "paper: ImTCP follows the available bandwidth, also when it rises fast; the passive");
     let _ = writeln!(s, "methods (Westwood worst, perturbed by the ACK noise) cannot see a fast rise");
     Ok(s)
@@ -366,7 +455,11 @@ fn imtcp_fig10(dir: &Path) -> Result<String> {
 
 /// Page download times (s) of every web population of a report.
 fn page_times(r: &Report) -> Vec<f64> {
-    r.flows.iter().filter(|f| f.kind == FlowKind::Web).flat_map(|f| f.page_times.iter().map(|p| p.1.as_secs_f64())).collect()
+    r.flows
+        .iter()
+        .filter(|f| f.kind == FlowKind::Web)
+        .flat_map(|f| f.page_times.iter().map(|p| p.1.as_secs_f64()))
+        .collect()
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -398,7 +491,14 @@ fn imtcp_web(dir: &Path) -> Result<String> {
         for seed in seeds {
             let (_, r) = run_quiet(&with(src, origin, "seed = 1\n", &format!("seed = {seed}\n"))?, origin)?;
             let t = page_times(&r);
-            let _ = writeln!(csv, "{label},{seed},{:.3},{},{},{:.4}", r.flows[0].throughput_mbps, r.flows[0].timeouts, t.len(), mean(&t));
+            let _ = writeln!(
+                csv,
+                "{label},{seed},{:.3},{},{},{:.4}",
+                r.flows[0].throughput_mbps,
+                r.flows[0].timeouts,
+                t.len(),
+                mean(&t)
+            );
             tputs.push(r.flows[0].throughput_mbps);
             timeouts.push(r.flows[0].timeouts as f64);
             times.extend(t);
@@ -411,19 +511,30 @@ fn imtcp_web(dir: &Path) -> Result<String> {
     let mut series = Vec::new();
     for (label, _, _, times) in &rows {
         let step = (times.len() / 400).max(1);
-        let pts: Vec<(f64, f64)> = times.iter().enumerate().step_by(step).map(|(i, t)| (*t, (i + 1) as f64 / times.len() as f64)).collect();
+        let pts: Vec<(f64, f64)> =
+            times.iter().enumerate().step_by(step).map(|(i, t)| (*t, (i + 1) as f64 / times.len() as f64)).collect();
         for p in &pts {
             let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
         }
         series.push(Series { label: format!("web, bulk = {label}"), points: pts, markers_only: false });
     }
     std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
-    let chart = Chart { title: "ImTCP Fig. 11: web page download time CDF (5 seeds pooled)".into(), x_label: "page download time (s)".into(), y_label: "CDF".into(), series, y_range: Some((0.0, 1.0)) };
+    let chart = Chart {
+        title: "ImTCP Fig. 11: web page download time CDF (5 seeds pooled)".into(),
+        x_label: "page download time (s)".into(),
+        y_label: "CDF".into(),
+        series,
+        y_range: Some((0.0, 1.0)),
+    };
     std::fs::write(dir.join("fig11.svg"), chart.to_svg())?;
     let mut s = String::new();
     let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(" ");
     let _ = writeln!(s, "bulk flow on 50 Mb/s with 50 web clients, 500 s, 5 seeds");
-    let _ = writeln!(s, "{:<16} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8}  per seed (Mb/s)", "bulk flow", "paper", "Mb/s", "timeouts", "p50 (s)", "p90 (s)", "p99 (s)");
+    let _ = writeln!(
+        s,
+        "{:<16} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8}  per seed (Mb/s)",
+        "bulk flow", "paper", "Mb/s", "timeouts", "p50 (s)", "p90 (s)", "p99 (s)"
+    );
     for (k, (label, tputs, timeouts, times)) in rows.iter().enumerate() {
         let paper = match k {
             0 => "25.2",
@@ -443,7 +554,10 @@ fn imtcp_web(dir: &Path) -> Result<String> {
             fmt(tputs)
         );
     }
-    let _ = writeln!(s, "(p50/p90/p99: web page download time quantiles; paper: ImTCP about Reno's throughput, CDFs equal)");
+    let _ = writeln!(
+        s,
+        "(p50/p90/p99: web page download time quantiles; paper: ImTCP about Reno's throughput, CDFs equal)"
+    );
     Ok(s)
 }
 
@@ -464,7 +578,11 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
     ];
     let mut csv = String::from("capacity_mbps,flows,jain_imtcp,jain_reno,imtcp_total_mbps,reno_total_mbps,paper_jain,paper_imtcp_mbps,paper_reno_mbps\n");
     let mut s = String::new();
-    let _ = writeln!(s, "{:<14} {:>17} {:>17} {:>17} {:>11}", "capacity/flows", "Jain paper/ours", "ImTCP paper/ours", "Reno paper/ours", "ImTCP/Reno");
+    let _ = writeln!(
+        s,
+        "{:<14} {:>17} {:>17} {:>17} {:>11}",
+        "capacity/flows", "Jain paper/ours", "ImTCP paper/ours", "Reno paper/ours", "ImTCP/Reno"
+    );
     let mut im_pts = Vec::new();
     let mut re_pts = Vec::new();
     for (cap, n, pj, pi, pr) in paper {
@@ -478,7 +596,8 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
             totals[k] = x.iter().sum();
             jains[k] = jain(&x);
         }
-        let _ = writeln!(csv, "{cap},{n},{:.4},{:.4},{:.2},{:.2},{pj},{pi},{pr}", jains[0], jains[1], totals[0], totals[1]);
+        let _ =
+            writeln!(csv, "{cap},{n},{:.4},{:.4},{:.2},{:.2},{pj},{pi},{pr}", jains[0], jains[1], totals[0], totals[1]);
         let _ = writeln!(
             s,
             "{:<14} {:>17} {:>17} {:>17} {:>11.3}",
@@ -496,7 +615,10 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
         title: "ImTCP Table 3: utilisation (x = capacity + flows/10)".into(),
         x_label: "capacity (Mb/s) + flows/10".into(),
         y_label: "total throughput / capacity".into(),
-        series: vec![Series { label: "ImTCP".into(), points: im_pts, markers_only: true }, Series { label: "Reno".into(), points: re_pts, markers_only: true }],
+        series: vec![
+            Series { label: "ImTCP".into(), points: im_pts, markers_only: true },
+            Series { label: "Reno".into(), points: re_pts, markers_only: true },
+        ],
         y_range: Some((0.0, 1.0)),
     };
     std::fs::write(dir.join("table3.svg"), chart.to_svg())?;
@@ -521,7 +643,13 @@ fn imtcp_fig13(dir: &Path) -> Result<String> {
             let mut ratios = Vec::new();
             for seed in seeds {
                 let (_, r) = run_quiet(&with(&src, origin, "seed = 1\n", &format!("seed = {seed}\n"))?, origin)?;
-                let sum = |p: &str| r.flows.iter().filter(|f| f.kind == FlowKind::Tcp && f.name.starts_with(p)).map(|f| f.throughput_mbps).sum::<f64>();
+                let sum = |p: &str| {
+                    r.flows
+                        .iter()
+                        .filter(|f| f.kind == FlowKind::Tcp && f.name.starts_with(p))
+                        .map(|f| f.throughput_mbps)
+                        .sum::<f64>()
+                };
                 let (im, re) = (sum("imtcp"), sum("reno"));
                 let _ = writeln!(csv, "{iv},{n},{seed},{im:.3},{re:.3},{:.4}", im / re);
                 ratios.push(im / re);
@@ -532,7 +660,13 @@ fn imtcp_fig13(dir: &Path) -> Result<String> {
         series.push(Series { label: format!("interval {iv:.0} RTT"), points: pts, markers_only: false });
     }
     std::fs::write(dir.join("fig13.csv"), csv)?;
-    let chart = Chart { title: "ImTCP Fig. 13: ImTCP / Reno total throughput, 50 Mb/s".into(), x_label: "TCP connections (half ImTCP)".into(), y_label: "throughput ratio".into(), series, y_range: Some((0.0, 1.5)) };
+    let chart = Chart {
+        title: "ImTCP Fig. 13: ImTCP / Reno total throughput, 50 Mb/s".into(),
+        x_label: "TCP connections (half ImTCP)".into(),
+        y_label: "throughput ratio".into(),
+        series,
+        y_range: Some((0.0, 1.5)),
+    };
     std::fs::write(dir.join("fig13.svg"), chart.to_svg())?;
     let mut s = String::new();
     let _ = writeln!(s, "ImTCP/Reno total throughput ratio (mean of {} seeds)", seeds.len());

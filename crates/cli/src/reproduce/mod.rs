@@ -9,7 +9,6 @@ use clap::Args;
 use headroom_sim::world::Metric;
 use headroom_sim::{Scenario, World};
 
-
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
     /// Experiments to run (`list` shows them, `all` runs every one).
@@ -49,7 +48,12 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
     } else {
         a.names
             .iter()
-            .map(|n| experiments().into_iter().find(|e| e.name == n).ok_or_else(|| anyhow::anyhow!("unknown experiment `{n}` (see `headroom reproduce list`)")))
+            .map(|n| {
+                experiments()
+                    .into_iter()
+                    .find(|e| e.name == n)
+                    .ok_or_else(|| anyhow::anyhow!("unknown experiment `{n}` (see `headroom reproduce list`)"))
+            })
             .collect::<Result<_>>()?
     };
     for e in chosen {
@@ -76,11 +80,14 @@ pub fn run_scenario(dir: &Path, src: &str, origin: &str) -> Result<(World, headr
 
 pub fn series_of(w: &World, name: &str, metric: Metric, scale: f64) -> Vec<(f64, f64)> {
     let Some(idx) = w.series.iter().position(|s| s == name) else { return Vec::new() };
-    w.trace.iter().filter(|r| r.series as usize == idx && r.metric == metric).map(|r| (r.time.as_secs_f64(), r.value * scale)).collect()
+    w.trace
+        .iter()
+        .filter(|r| r.series as usize == idx && r.metric == metric)
+        .map(|r| (r.time.as_secs_f64(), r.value * scale))
+        .collect()
 }
 
 pub fn mean_between(points: &[(f64, f64)], a: f64, b: f64) -> f64 {
     let v: Vec<f64> = points.iter().filter(|p| p.0 > a && p.0 <= b).map(|p| p.1).collect();
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
-

@@ -43,28 +43,13 @@ struct Method {
 }
 
 const METHODS: [Method; 5] = [
-    Method {
-        label: "pathquick",
-        keys: "method = \"pathquick\"",
-    },
-    Method {
-        label: "pathchirp",
-        keys: "method = \"pathchirp\"",
-    },
-    Method {
-        label: "pathquick-63",
-        keys: "method = \"pathquick\"\ndelta_p = \"24B\"\nn = 63",
-    },
+    Method { label: "pathquick", keys: "method = \"pathquick\"" },
+    Method { label: "pathchirp", keys: "method = \"pathchirp\"" },
+    Method { label: "pathquick-63", keys: "method = \"pathquick\"\ndelta_p = \"24B\"\nn = 63" },
     // Beyond the paper: pathChirp's decrease factor F = 5 instead of 1.5 (core
     // `RAMP_DECREASE_FACTOR`; the excursion doc explains why the ramp needs it).
-    Method {
-        label: "pathquick-f5",
-        keys: "method = \"pathquick\"\ndecrease_factor = 5.0",
-    },
-    Method {
-        label: "pathchirp-f5",
-        keys: "method = \"pathchirp\"\ndecrease_factor = 5.0",
-    },
+    Method { label: "pathquick-f5", keys: "method = \"pathquick\"\ndecrease_factor = 5.0" },
+    Method { label: "pathchirp-f5", keys: "method = \"pathchirp\"\ndecrease_factor = 5.0" },
 ];
 
 /// One train's verdict.
@@ -83,11 +68,7 @@ pub struct TrainRow {
 /// The fig6 scenario with `cross` Mb/s of Poisson cross traffic and the given probe keys.
 fn scenario_text(cross: f64, probe_keys: &str, trains: u32) -> Result<String> {
     let duration = format!("duration = \"{}s\"", trains + 1);
-    let mut text = FIG6.replacen("duration = \"60s\"", &duration, 1).replacen(
-        "method = \"pathquick\"",
-        probe_keys,
-        1,
-    );
+    let mut text = FIG6.replacen("duration = \"60s\"", &duration, 1).replacen("method = \"pathquick\"", probe_keys, 1);
     if cross > 0.0 {
         text = text.replacen("rate = \"6Mbps\"", &format!("rate = \"{cross}Mbps\""), 1);
     } else {
@@ -105,13 +86,7 @@ fn scenario_text(cross: f64, probe_keys: &str, trains: u32) -> Result<String> {
 }
 
 /// Runs `trains` trains of one method at one cross-traffic level.
-pub fn run_level(
-    method: &'static str,
-    keys: &str,
-    cross: f64,
-    trains: u32,
-    seed: u64,
-) -> Result<Vec<TrainRow>> {
+pub fn run_level(method: &'static str, keys: &str, cross: f64, trains: u32, seed: u64) -> Result<Vec<TrainRow>> {
     let text = scenario_text(cross, keys, trains)?;
     let sc = Scenario::parse(&text, ORIGIN)?;
     let mut w = World::new(&sc, Some(seed)).map_err(anyhow::Error::msg)?;
@@ -149,19 +124,12 @@ pub struct LevelSummary {
 }
 
 pub fn summarise(rows: &[TrainRow], method: &'static str, available: f64) -> LevelSummary {
-    let of: Vec<&TrainRow> = rows
-        .iter()
-        .filter(|r| r.method == method && (r.available_mbps - available).abs() < 1e-9)
-        .collect();
+    let of: Vec<&TrainRow> =
+        rows.iter().filter(|r| r.method == method && (r.available_mbps - available).abs() < 1e-9).collect();
     let mut values: Vec<f64> = of.iter().filter_map(|r| r.value_mbps).collect();
     values.sort_by(f64::total_cmp);
-    let mae =
-        values.iter().map(|v| (v - available).abs()).sum::<f64>() / values.len().max(1) as f64;
-    let median = if values.is_empty() {
-        f64::NAN
-    } else {
-        values[values.len() / 2]
-    };
+    let mae = values.iter().map(|v| (v - available).abs()).sum::<f64>() / values.len().max(1) as f64;
+    let median = if values.is_empty() { f64::NAN } else { values[values.len() / 2] };
     LevelSummary {
         method,
         available_mbps: available,
@@ -182,17 +150,12 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
     for method in &METHODS {
         for (k, &cross) in levels.iter().enumerate() {
             // The same seed for every method at a level: the same cross-traffic realisation.
-            rows.extend(run_level(
-                method.label,
-                method.keys,
-                cross,
-                TRAINS,
-                1 + k as u64,
-            )?);
+            rows.extend(run_level(method.label, method.keys, cross, TRAINS, 1 + k as u64)?);
         }
     }
 
-    let mut csv = String::from("method,cross_mbps,available_mbps,time_s,verdict,estimate_mbps,error_mbps,elapsed_ms,bytes\n");
+    let mut csv =
+        String::from("method,cross_mbps,available_mbps,time_s,verdict,estimate_mbps,error_mbps,elapsed_ms,bytes\n");
     for r in &rows {
         let (v, e) = match r.value_mbps {
             Some(v) => (format!("{v:.4}"), format!("{:.4}", v - r.available_mbps)),
@@ -222,21 +185,9 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
         markers_only: false,
     };
     for (file, method, title) in [
-        (
-            "fig6a.svg",
-            "pathquick",
-            "PathQuick Fig. 6(a): PathQuick, one estimate per train",
-        ),
-        (
-            "fig6b.svg",
-            "pathchirp",
-            "PathQuick Fig. 6(b): pathChirp, one estimate per chirp",
-        ),
-        (
-            "fig6-f5.svg",
-            "pathquick-f5",
-            "Beyond Fig. 6: PathQuick with decrease factor F = 5, one estimate per train",
-        ),
+        ("fig6a.svg", "pathquick", "PathQuick Fig. 6(a): PathQuick, one estimate per train"),
+        ("fig6b.svg", "pathchirp", "PathQuick Fig. 6(b): pathChirp, one estimate per chirp"),
+        ("fig6-f5.svg", "pathquick-f5", "Beyond Fig. 6: PathQuick with decrease factor F = 5, one estimate per train"),
     ] {
         let chart = Chart {
             title: title.into(),
@@ -262,12 +213,7 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
 
     let summaries: Vec<LevelSummary> = METHODS
         .iter()
-        .flat_map(|m| {
-            levels
-                .iter()
-                .map(|&x| summarise(&rows, m.label, CAPACITY_MBPS - x))
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|m| levels.iter().map(|&x| summarise(&rows, m.label, CAPACITY_MBPS - x)).collect::<Vec<_>>())
         .collect();
     let mae_chart = Chart {
         title: "Mean absolute error per level".into(),
@@ -294,16 +240,7 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
     let _ = writeln!(
         s,
         "{:<13} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>8}",
-        "method",
-        "A Mb/s",
-        "trains",
-        "MAE",
-        "median",
-        "above",
-        "below",
-        "incon",
-        "elapsed",
-        "bytes"
+        "method", "A Mb/s", "trains", "MAE", "median", "above", "below", "incon", "elapsed", "bytes"
     );
     for x in &summaries {
         let _ = writeln!(
@@ -342,14 +279,8 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
             .iter()
             .filter(|&&x| {
                 let a = CAPACITY_MBPS - x;
-                let q = summaries
-                    .iter()
-                    .find(|s| s.method == method && s.available_mbps == a)
-                    .map(|s| s.mae_mbps);
-                let c = summaries
-                    .iter()
-                    .find(|s| s.method == "pathchirp" && s.available_mbps == a)
-                    .map(|s| s.mae_mbps);
+                let q = summaries.iter().find(|s| s.method == method && s.available_mbps == a).map(|s| s.mae_mbps);
+                let c = summaries.iter().find(|s| s.method == "pathchirp" && s.available_mbps == a).map(|s| s.mae_mbps);
                 matches!((q, c), (Some(q), Some(c)) if q < c)
             })
             .count()
@@ -365,13 +296,29 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
     let levels_of = |n: usize| format!("{n:>6}/{}", levels.len());
     let beyond = "(beyond the paper)";
     let claims: [(&str, &str, String); 11] = [
-        ("PathQuick MAE, mean over A = 1..8 Mb/s (Mb/s)", "about ±2", format!("{:>9.2}", mean_mae("pathquick", &below9))),
+        (
+            "PathQuick MAE, mean over A = 1..8 Mb/s (Mb/s)",
+            "about ±2",
+            format!("{:>9.2}", mean_mae("pathquick", &below9)),
+        ),
         ("PathQuick MAE, worst level, A = 1..8 Mb/s (Mb/s)", "about ±2", format!("{worst_below9:>9.2}")),
-        ("pathChirp MAE, mean over A = 1..8 Mb/s (Mb/s)", "larger, esp. > 5 Mb/s", format!("{:>9.2}", mean_mae("pathchirp", &below9))),
-        ("PathQuick N 63 MAE, mean over A = 1..8 Mb/s (Mb/s)", "below pathChirp", format!("{:>9.2}", mean_mae("pathquick-63", &below9))),
+        (
+            "pathChirp MAE, mean over A = 1..8 Mb/s (Mb/s)",
+            "larger, esp. > 5 Mb/s",
+            format!("{:>9.2}", mean_mae("pathchirp", &below9)),
+        ),
+        (
+            "PathQuick N 63 MAE, mean over A = 1..8 Mb/s (Mb/s)",
+            "below pathChirp",
+            format!("{:>9.2}", mean_mae("pathquick-63", &below9)),
+        ),
         ("levels where PathQuick's MAE < pathChirp's", "all", levels_of(better("pathquick"))),
         ("levels where PathQuick N 63's MAE < pathChirp's", "all", levels_of(better("pathquick-63"))),
-        ("PathQuick F = 5 MAE, mean over A = 1..8 Mb/s (Mb/s)", beyond, format!("{:>9.2}", mean_mae("pathquick-f5", &below9))),
+        (
+            "PathQuick F = 5 MAE, mean over A = 1..8 Mb/s (Mb/s)",
+            beyond,
+            format!("{:>9.2}", mean_mae("pathquick-f5", &below9)),
+        ),
         ("levels where PathQuick F = 5's MAE < pathChirp's", beyond, levels_of(better("pathquick-f5"))),
         ("PathQuick mean signed error, A = 1..8 Mb/s (Mb/s)", "-", format!("{:>9.2}", bias("pathquick"))),
         ("pathChirp mean signed error, A = 1..8 Mb/s (Mb/s)", "-", format!("{:>9.2}", bias("pathchirp"))),

@@ -85,41 +85,21 @@ impl Comparison {
         // Sweep B_max over PathQuick's grid R_2..R_N.
         let grid: Vec<Rate> = (2..=quick.n).map(|i| quick.rate_of(i)).collect();
         let fits = |f: &dyn Fn(f64) -> Option<f64>| {
-            grid.iter()
-                .copied()
-                .filter(|r| {
-                    f(r.0 as f64)
-                        .map(|t| t <= allowance + 1e-12)
-                        .unwrap_or(false)
-                })
-                .max()
+            grid.iter().copied().filter(|r| f(r.0 as f64).map(|t| t <= allowance + 1e-12).unwrap_or(false)).max()
         };
         // At B_max = B_min both trains are just their first gap.
         let quick_top = fits(&|bmax| {
             if bmax <= b_min {
                 Some(quick.t_quick.as_secs_f64())
             } else {
-                train_length_eq9(
-                    p1,
-                    pn.min(bmax * quick.t_quick.as_secs_f64() / 8.0),
-                    b_min,
-                    bmax,
-                )
+                train_length_eq9(p1, pn.min(bmax * quick.t_quick.as_secs_f64() / 8.0), b_min, bmax)
             }
         });
-        let chirp_top =
-            fits(&|bmax| Some(train_length_eq13(pn, setup.gamma, b_min, bmax.max(b_min))));
+        let chirp_top = fits(&|bmax| Some(train_length_eq13(pn, setup.gamma, b_min, bmax.max(b_min))));
         let sched = chirp.schedule();
-        let in_budget = sched
-            .iter()
-            .filter(|p| p.offset.as_secs_f64() <= allowance)
-            .count() as u32;
+        let in_budget = sched.iter().filter(|p| p.offset.as_secs_f64() <= allowance).count() as u32;
         let rates = gap_rates(&sched);
-        let chirp_top_rate_in_budget = if in_budget >= 2 {
-            rates[in_budget as usize - 2]
-        } else {
-            Rate::ZERO
-        };
+        let chirp_top_rate_in_budget = if in_budget >= 2 { rates[in_budget as usize - 2] } else { Rate::ZERO };
         let half_quick = QuickSpec {
             t_quick: Some(quick.t_quick),
             p_1: Some(quick.p_1),
@@ -173,19 +153,9 @@ mod tests {
         let speedup = c.chirp_estimate_time.as_secs_f64() / c.quick_estimate_time.as_secs_f64();
         assert!((speedup - 4.2).abs() < 0.05, "{speedup}");
         // §4.3.2: 104–11,912 kbps vs 104–200 kbps in a 448 ms train budget.
-        assert_eq!(
-            c.quick_range_in_budget,
-            (Rate::from_kbps(104), Rate::from_kbps(11_912))
-        );
-        assert_eq!(
-            c.chirp_range_in_budget,
-            (Rate::from_kbps(104), Rate::from_kbps(200))
-        );
-        assert!(
-            (c.range_ratio() - 123.0).abs() < 0.01,
-            "{}",
-            c.range_ratio()
-        );
+        assert_eq!(c.quick_range_in_budget, (Rate::from_kbps(104), Rate::from_kbps(11_912)));
+        assert_eq!(c.chirp_range_in_budget, (Rate::from_kbps(104), Rate::from_kbps(200)));
+        assert!((c.range_ratio() - 123.0).abs() < 0.01, "{}", c.range_ratio());
         // The concrete chirp: 6 packets by 448 ms, top gap 104·1.2⁴ = 215.7 kbps.
         assert_eq!(c.chirp_packets_in_budget, 6);
         assert!((c.chirp_top_rate_in_budget.as_kbps() - 215.7).abs() < 0.1);
@@ -202,10 +172,7 @@ mod tests {
 
     #[test]
     fn a_tighter_budget_shrinks_both_ranges() {
-        let setup = ComparisonSetup {
-            budget: Dur::from_millis(152),
-            ..ComparisonSetup::paper()
-        };
+        let setup = ComparisonSetup { budget: Dur::from_millis(152), ..ComparisonSetup::paper() };
         let c = Comparison::compute(&setup).unwrap();
         // 100 ms of train: PathQuick reaches R_101 = (1 + 100·12)·8 / 1 ms = 9,608 kbps.
         assert_eq!(c.quick_range_in_budget.1, Rate::from_kbps(9_608));

@@ -271,9 +271,7 @@ fn serialisation_slope(q: &[i128], size: &[Bytes], floor: Dur, l_busy: usize) ->
     }
     per_byte.sort_by(|a, b| a.0.total_cmp(&b.0));
     let tol = per_byte.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-    let need = l_busy
-        .max((per_byte.len() as f64 * 0.05).ceil() as usize)
-        .max(2);
+    let need = l_busy.max((per_byte.len() as f64 * 0.05).ceil() as usize).max(2);
     let (mut best, mut best_n, mut lo) = (0.0, 0usize, 0usize);
     for hi in 0..per_byte.len() {
         while per_byte[hi].0 - per_byte[lo].0 > 2.0 * tol {
@@ -354,18 +352,10 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
             _ => latest = Some((t, j)),
         }
     }
-    let rx: Vec<&ProbeRecord> = rx
-        .iter()
-        .zip(&out_of_order)
-        .filter(|(_, o)| !**o)
-        .map(|(r, _)| *r)
-        .collect();
+    let rx: Vec<&ProbeRecord> = rx.iter().zip(&out_of_order).filter(|(_, o)| !**o).map(|(r, _)| *r).collect();
     if rx.len() < need {
         return TrainEstimate::inconclusive(
-            format!(
-                "{} of {packets} packets usable after reordering, need at least {need}",
-                rx.len()
-            ),
+            format!("{} of {packets} packets usable after reordering, need at least {need}", rx.len()),
             counts,
         );
     }
@@ -374,10 +364,8 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let m = rx.len();
     let send: Vec<i128> = rx.iter().map(|r| r.send_time.0 as i128).collect();
     let size: Vec<Bytes> = rx.iter().map(|r| r.size).collect();
-    let q_raw: Vec<i128> = rx
-        .iter()
-        .map(|r| r.recv_time.map(|t| t.0 as i128).unwrap_or(0) - r.send_time.0 as i128)
-        .collect();
+    let q_raw: Vec<i128> =
+        rx.iter().map(|r| r.recv_time.map(|t| t.0 as i128).unwrap_or(0) - r.send_time.0 as i128).collect();
     let mut weight = Vec::with_capacity(m - 1);
     let mut rate = Vec::with_capacity(m - 1);
     let mut own = Vec::with_capacity(m - 1);
@@ -385,11 +373,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         let dt = send[k + 1] - send[k];
         if dt <= 0 {
             return TrainEstimate::inconclusive(
-                format!(
-                    "send times do not increase between packets {} and {}",
-                    rx[k].index,
-                    rx[k + 1].index
-                ),
+                format!("send times do not increase between packets {} and {}", rx[k].index, rx[k + 1].index),
                 counts,
             );
         }
@@ -400,10 +384,8 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         } else {
             // A loss in between: the later packet's own gap, from the lost predecessor's send
             // time if the caller knows it, else the spacing spread evenly.
-            let prev = by_index
-                .binary_search_by_key(&(later - 1), |r| r.index)
-                .ok()
-                .map(|p| by_index[p].send_time.0 as i128);
+            let prev =
+                by_index.binary_search_by_key(&(later - 1), |r| r.index).ok().map(|p| by_index[p].send_time.0 as i128);
             match prev {
                 Some(p) if send[k + 1] > p => send[k + 1] - p,
                 _ => dt / (later - rx[k].index) as i128,
@@ -431,25 +413,15 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     }
 
     // Remove the delay component linear in packet size (module doc).
-    let slope = if cfg.size_correction {
-        serialisation_slope(&q_raw, &size, cfg.delay_floor, l_busy)
-    } else {
-        0.0
-    };
-    let q: Vec<f64> = (0..m)
-        .map(|j| q_raw[j] as f64 - slope * size[j].0 as f64)
-        .collect();
+    let slope = if cfg.size_correction { serialisation_slope(&q_raw, &size, cfg.delay_floor, l_busy) } else { 0.0 };
+    let q: Vec<f64> = (0..m).map(|j| q_raw[j] as f64 - slope * size[j].0 as f64).collect();
 
     // Excursion segmentation.
     // Timestamps are whole nanoseconds: every `q` carries two roundings, and removing a
     // fractional size slope leaves sub-nanosecond residues. A "rise" of that size is arithmetic,
     // not queueing (on an idle path it would start an endless excursion of zero height).
     let floor = (cfg.delay_floor.0 as f64).max(QUANTUM_NS);
-    let f = if cfg.decrease_factor > 1.0 {
-        cfg.decrease_factor
-    } else {
-        1.5
-    };
+    let f = if cfg.decrease_factor > 1.0 { cfg.decrease_factor } else { 1.5 };
     let gaps = m - 1;
     let rises = |k: usize| q[k + 1] - q[k] > floor;
     let next_rise = |from: usize| (from..gaps).find(|&k| rises(k)).unwrap_or(gaps);
@@ -543,11 +515,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let mut num = 0.0;
     let mut den = 0.0;
     for k in 0..gaps {
-        let e = if k >= l {
-            knee_rate
-        } else {
-            marks[k].unwrap_or(knee_rate)
-        };
+        let e = if k >= l { knee_rate } else { marks[k].unwrap_or(knee_rate) };
         num += e * weight[k];
         den += weight[k];
     }
@@ -584,19 +552,11 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
 pub fn combine(outcomes: &[Outcome]) -> Outcome {
     let values: Vec<Rate> = outcomes.iter().filter_map(|o| o.value()).collect();
     if values.is_empty() {
-        return Outcome::Inconclusive {
-            reason: format!("none of {} trains was conclusive", outcomes.len()),
-        };
+        return Outcome::Inconclusive { reason: format!("none of {} trains was conclusive", outcomes.len()) };
     }
     let mean = Rate(values.iter().map(|r| r.0 as u128).sum::<u128>() as u64 / values.len() as u64);
-    let above = outcomes
-        .iter()
-        .filter(|o| matches!(o, Outcome::AboveRange { .. }))
-        .count();
-    let below = outcomes
-        .iter()
-        .filter(|o| matches!(o, Outcome::BelowRange { .. }))
-        .count();
+    let above = outcomes.iter().filter(|o| matches!(o, Outcome::AboveRange { .. })).count();
+    let below = outcomes.iter().filter(|o| matches!(o, Outcome::BelowRange { .. })).count();
     if 2 * above > values.len() {
         Outcome::AboveRange { at_least: mean }
     } else if 2 * below > values.len() {
@@ -615,10 +575,7 @@ pub struct Smoother {
 
 impl Smoother {
     pub fn new(window: usize) -> Smoother {
-        Smoother {
-            window: window.max(1),
-            recent: VecDeque::new(),
-        }
+        Smoother { window: window.max(1), recent: VecDeque::new() }
     }
 
     /// Adds one train's outcome (inconclusive ones are skipped) and returns the smoothed verdict.
@@ -658,13 +615,7 @@ mod tests {
         let mut events: Vec<(f64, Option<usize>, f64)> = schedule
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                (
-                    start + p.offset.as_secs_f64(),
-                    Some(i),
-                    p.size.0 as f64 * 8.0,
-                )
-            })
+            .map(|(i, p)| (start + p.offset.as_secs_f64(), Some(i), p.size.0 as f64 * 8.0))
             .collect();
         events.extend(bursts.iter().map(|&(t, b)| (start + t, None, b)));
         events.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
@@ -719,22 +670,12 @@ mod tests {
             (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
         };
         let start = 2.0;
-        let end = start
-            + schedule
-                .last()
-                .map(|p| p.offset.as_secs_f64())
-                .unwrap_or(0.0);
+        let end = start + schedule.last().map(|p| p.offset.as_secs_f64()).unwrap_or(0.0);
         // (arrival time, probe index or None, bits)
         let mut arrivals: Vec<(f64, Option<usize>, f64)> = schedule
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                (
-                    start + p.offset.as_secs_f64(),
-                    Some(i),
-                    p.size.0 as f64 * 8.0,
-                )
-            })
+            .map(|(i, p)| (start + p.offset.as_secs_f64(), Some(i), p.size.0 as f64 * 8.0))
             .collect();
         if x > 0.0 {
             let per_sec = x / 8000.0;
@@ -791,25 +732,11 @@ mod tests {
             o => panic!("expected above range, got {o:?}"),
         }
         assert_eq!(r.received, 125);
-        assert!(
-            r.size_slope_ns_per_byte > 79.0 && r.size_slope_ns_per_byte < 81.0,
-            "{}",
-            r.size_slope_ns_per_byte
-        );
+        assert!(r.size_slope_ns_per_byte > 79.0 && r.size_slope_ns_per_byte < 81.0, "{}", r.size_slope_ns_per_byte);
         // Without the size correction the growing packets look like self-queueing.
-        let cfg = EstimatorConfig {
-            size_correction: false,
-            ..EstimatorConfig::default()
-        };
-        let raw = estimate_train(
-            &fluid_path(&quick(), 100e6, &|_| 0.0, &[], f64::INFINITY),
-            &cfg,
-        );
-        assert!(
-            matches!(raw.outcome, Outcome::BelowRange { .. }),
-            "{:?}",
-            raw.outcome
-        );
+        let cfg = EstimatorConfig { size_correction: false, ..EstimatorConfig::default() };
+        let raw = estimate_train(&fluid_path(&quick(), 100e6, &|_| 0.0, &[], f64::INFINITY), &cfg);
+        assert!(matches!(raw.outcome, Outcome::BelowRange { .. }), "{:?}", raw.outcome);
     }
 
     #[test]
@@ -823,10 +750,7 @@ mod tests {
                 o => panic!("x = {x}: expected an estimate, got {o:?}"),
             };
             // Within two resolution steps (2 × 96 kbps).
-            assert!(
-                (v - a).abs() <= 2.0 * 96e3 + 1.0,
-                "x = {x}: estimate {v} vs {a}"
-            );
+            assert!((v - a).abs() <= 2.0 * 96e3 + 1.0, "x = {x}: estimate {v} vs {a}");
             assert!(r.knee.is_some());
         }
     }
@@ -841,28 +765,15 @@ mod tests {
                 o => panic!("x = {x}: expected an estimate, got {o:?}"),
             };
             // Within one spread step (γ = 1.2).
-            assert!(
-                v <= a * 1.2 + 1.0 && v >= a / 1.2 - 1.0,
-                "x = {x}: estimate {v} vs {a}"
-            );
+            assert!(v <= a * 1.2 + 1.0 && v >= a / 1.2 - 1.0, "x = {x}: estimate {v} vs {a}");
         }
     }
 
     #[test]
     fn below_range_when_path_is_saturated() {
         // Cross traffic leaves 50 kbit/s, below B_min = 104 kbit/s.
-        let r = est(&fluid_path(
-            &quick(),
-            12e6,
-            &|_| 12e6 - 50e3,
-            &[],
-            f64::INFINITY,
-        ));
-        assert!(
-            matches!(r.outcome, Outcome::BelowRange { .. }),
-            "{:?}",
-            r.outcome
-        );
+        let r = est(&fluid_path(&quick(), 12e6, &|_| 12e6 - 50e3, &[], f64::INFINITY));
+        assert!(matches!(r.outcome, Outcome::BelowRange { .. }), "{:?}", r.outcome);
         assert!(r.knee.unwrap() <= 1, "{:?}", r.knee);
     }
 
@@ -871,23 +782,10 @@ mod tests {
         let a = 6e6;
         // A short burst (one 1000-byte cross packet at 20 ms) causes a short excursion that
         // ends within L packets: it must change nothing.
-        let clean = est(&fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY))
-            .outcome
-            .value()
-            .unwrap();
-        let spiky = est(&fluid_path(
-            &quick(),
-            12e6,
-            &|_| 6e6,
-            &[(0.0205, 8000.0)],
-            f64::INFINITY,
-        ));
+        let clean = est(&fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY)).outcome.value().unwrap();
+        let spiky = est(&fluid_path(&quick(), 12e6, &|_| 6e6, &[(0.0205, 8000.0)], f64::INFINITY));
         assert_eq!(spiky.outcome.value().unwrap(), clean);
-        assert!(
-            spiky.excursions.iter().any(|e| !e.busy && e.end.is_some()),
-            "{:?}",
-            spiky.excursions
-        );
+        assert!(spiky.excursions.iter().any(|e| !e.busy && e.end.is_some()), "{:?}", spiky.excursions);
         // An on/off burst that saturates the link from 10 to 25 ms (x = 12 Mbit/s) makes a busy
         // excursion before the knee: the naive "first increase" reading would say ~1 Mbit/s;
         // the segmentation keeps the estimate near A (the busy gaps pull it down a little).
@@ -900,11 +798,7 @@ mod tests {
         };
         let r = est(&fluid_path(&quick(), 12e6, &onoff, &[], f64::INFINITY));
         let v = r.outcome.value().unwrap().bps() as f64;
-        assert!(
-            r.excursions.iter().any(|e| e.busy && e.end.is_some()),
-            "{:?}",
-            r.excursions
-        );
+        assert!(r.excursions.iter().any(|e| e.busy && e.end.is_some()), "{:?}", r.excursions);
         assert!((v - a).abs() < 0.15 * a, "estimate {v} vs {a}");
         assert!(r.knee.unwrap() > 50, "knee at {:?}", r.knee);
     }
@@ -920,11 +814,7 @@ mod tests {
         }
         let r = est(&some);
         assert_eq!(r.lost, 5);
-        assert!(
-            (r.outcome.value().unwrap().bps() as f64 - clean).abs() <= 96e3,
-            "{:?}",
-            r.outcome
-        );
+        assert!((r.outcome.value().unwrap().bps() as f64 - clean).abs() <= 96e3, "{:?}", r.outcome);
         // A small buffer overflows after the knee: tail losses, still an estimate near A.
         let small = fluid_path(&quick(), 12e6, &|_| 6e6, &[], 10_000.0 * 8.0);
         let r = est(&small);
@@ -937,20 +827,10 @@ mod tests {
             rec.recv_time = None;
         }
         let r = est(&heavy);
-        assert!(
-            matches!(r.outcome, Outcome::Inconclusive { .. }),
-            "{:?}",
-            r.outcome
-        );
+        assert!(matches!(r.outcome, Outcome::Inconclusive { .. }), "{:?}", r.outcome);
         assert_eq!(r.lost, 42);
         // Nothing received.
-        let none: Vec<ProbeRecord> = base
-            .iter()
-            .map(|r| ProbeRecord {
-                recv_time: None,
-                ..*r
-            })
-            .collect();
+        let none: Vec<ProbeRecord> = base.iter().map(|r| ProbeRecord { recv_time: None, ..*r }).collect();
         assert!(matches!(est(&none).outcome, Outcome::Inconclusive { .. }));
         assert!(matches!(est(&[]).outcome, Outcome::Inconclusive { .. }));
     }
@@ -975,11 +855,7 @@ mod tests {
         swapped[21].recv_time = a;
         let r = est(&swapped);
         assert_eq!(r.reordered, 1);
-        assert!(
-            (r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 2.0 * 96e3,
-            "{:?}",
-            r.outcome
-        );
+        assert!((r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 2.0 * 96e3, "{:?}", r.outcome);
         // Massive reordering: inconclusive.
         let mut mixed = base.clone();
         for k in (0..120).step_by(4) {
@@ -1035,28 +911,15 @@ mod tests {
             })
             .collect();
         let plain = est(&records).outcome.value().unwrap().bps() as f64;
-        let cfg = EstimatorConfig {
-            knee_fit: true,
-            ..EstimatorConfig::default()
-        };
+        let cfg = EstimatorConfig { knee_fit: true, ..EstimatorConfig::default() };
         let fitted = estimate_train(&records, &cfg);
         let v = fitted.outcome.value().unwrap().bps() as f64;
-        assert!(
-            plain - rate > 1.0e6,
-            "the bucket should bias the plain knee: {plain}"
-        );
+        assert!(plain - rate > 1.0e6, "the bucket should bias the plain knee: {plain}");
         assert!((v - rate).abs() < 0.3e6, "fitted {v}, plain {plain}");
         assert!(fitted.knee_fit.is_some());
         // On a plain FIFO the fit stays within a resolution step of the truth.
-        let r = estimate_train(
-            &fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY),
-            &cfg,
-        );
-        assert!(
-            (r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 96e3 + 1.0,
-            "{:?}",
-            r.outcome
-        );
+        let r = estimate_train(&fluid_path(&quick(), 12e6, &|_| 6e6, &[], f64::INFINITY), &cfg);
+        assert!((r.outcome.value().unwrap().bps() as f64 - 6e6).abs() <= 96e3 + 1.0, "{:?}", r.outcome);
     }
 
     #[test]
@@ -1071,20 +934,11 @@ mod tests {
         s.push(&Outcome::Estimate(Rate::from_mbps(10)));
         assert_eq!(s.current(), Outcome::Estimate(Rate::from_mbps(8)));
         let above = [
-            Outcome::AboveRange {
-                at_least: Rate::from_mbps(12),
-            },
-            Outcome::AboveRange {
-                at_least: Rate::from_mbps(12),
-            },
+            Outcome::AboveRange { at_least: Rate::from_mbps(12) },
+            Outcome::AboveRange { at_least: Rate::from_mbps(12) },
             Outcome::Estimate(Rate::from_mbps(9)),
         ];
-        assert_eq!(
-            combine(&above),
-            Outcome::AboveRange {
-                at_least: Rate::from_mbps(11)
-            }
-        );
+        assert_eq!(combine(&above), Outcome::AboveRange { at_least: Rate::from_mbps(11) });
     }
 
     #[test]
@@ -1094,11 +948,7 @@ mod tests {
         // would call A = 6 or 9 Mbit/s on a 12 Mbit/s link above a range that reaches 11.9.
         for x in [3e6, 6e6] {
             let r = est(&fluid_path(&chirp(), 12e6, &move |_| x, &[], f64::INFINITY));
-            assert!(
-                matches!(r.outcome, Outcome::Estimate(_)),
-                "x = {x}: {:?}",
-                r.outcome
-            );
+            assert!(matches!(r.outcome, Outcome::Estimate(_)), "x = {x}: {:?}", r.outcome);
         }
         // An idle path: above range, and the bound is the top rate, not the one before it.
         let r = est(&fluid_path(&chirp(), 100e6, &|_| 0.0, &[], f64::INFINITY));
@@ -1120,22 +970,12 @@ mod tests {
         }
         values.sort_by(f64::total_cmp);
         let median = values[values.len() / 2];
-        assert!(
-            above <= 12,
-            "{above} of 40 chirps above range at A = 6 Mbit/s"
-        );
-        assert!(
-            median > 6.0 / 1.44 && median < 6.0 * 1.44,
-            "median {median}"
-        );
+        assert!(above <= 12, "{above} of 40 chirps above range at A = 6 Mbit/s");
+        assert!(median > 6.0 / 1.44 && median < 6.0 * 1.44, "median {median}");
         // PathQuick on the same path: estimates, not range results.
         for seed in 0..10 {
             let r = est(&poisson_path(&quick(), 12e6, 6e6, seed));
-            assert!(
-                matches!(r.outcome, Outcome::Estimate(_)),
-                "seed {seed}: {:?}",
-                r.outcome
-            );
+            assert!(matches!(r.outcome, Outcome::Estimate(_)), "seed {seed}: {:?}", r.outcome);
         }
     }
 
@@ -1144,22 +984,14 @@ mod tests {
         // PathQuick under Poisson cross traffic of 1000-byte packets on 12 Mbit/s: with
         // pathChirp's F = 1.5 the knee is found well after the crossing (upward bias); with
         // F = 5 the median comes back to the truth, and the spread does not grow.
-        let ramp = EstimatorConfig {
-            decrease_factor: RAMP_DECREASE_FACTOR,
-            ..EstimatorConfig::default()
-        };
+        let ramp = EstimatorConfig { decrease_factor: RAMP_DECREASE_FACTOR, ..EstimatorConfig::default() };
         for x in [3e6, 6e6, 9e6] {
             let truth = (12e6 - x) / 1e6;
             let (mut paper, mut tuned) = (Vec::new(), Vec::new());
             for seed in 0..41 {
                 let records = poisson_path(&quick(), 12e6, x, 100 + seed);
                 paper.extend(est(&records).outcome.value().map(|v| v.as_mbps() - truth));
-                tuned.extend(
-                    estimate_train(&records, &ramp)
-                        .outcome
-                        .value()
-                        .map(|v| v.as_mbps() - truth),
-                );
+                tuned.extend(estimate_train(&records, &ramp).outcome.value().map(|v| v.as_mbps() - truth));
             }
             let median = |v: &mut Vec<f64>| {
                 v.sort_by(f64::total_cmp);
@@ -1197,12 +1029,7 @@ mod tests {
                         free[l] = free[l].max(t) + tx;
                         t = free[l] + 1_000_000;
                     }
-                    ProbeRecord {
-                        index: i as u32,
-                        send_time: Time(send),
-                        recv_time: Some(Time(t)),
-                        size: p.size,
-                    }
+                    ProbeRecord { index: i as u32, send_time: Time(send), recv_time: Some(Time(t)), size: p.size }
                 })
                 .collect();
             let r = est(&records);
@@ -1210,11 +1037,7 @@ mod tests {
                 Outcome::AboveRange { at_least } => {
                     assert!(at_least.as_mbps() > 11.5, "{at_least}")
                 }
-                o => panic!(
-                    "{} packets: expected above range, got {o:?} ({:?})",
-                    sched.len(),
-                    r.excursions
-                ),
+                o => panic!("{} packets: expected above range, got {o:?} ({:?})", sched.len(), r.excursions),
             }
         }
     }

@@ -44,8 +44,7 @@ use crate::units::{Bytes, Dur, Rate, Time};
 use std::fmt;
 
 pub use excursion::{
-    estimate_train, EstimatorConfig, Excursion, Outcome, Smoother, TrainEstimate,
-    RAMP_DECREASE_FACTOR,
+    estimate_train, EstimatorConfig, Excursion, Outcome, Smoother, TrainEstimate, RAMP_DECREASE_FACTOR,
 };
 pub use pathchirp::{ChirpDesign, ChirpSpec};
 pub use pathquick::{QuickDesign, QuickSpec};
@@ -80,9 +79,7 @@ impl std::str::FromStr for Method {
         match s.to_ascii_lowercase().as_str() {
             "pathquick" | "quick" => Ok(Method::PathQuick),
             "pathchirp" | "chirp" => Ok(Method::PathChirp),
-            _ => Err(DesignError(format!(
-                "unknown method `{s}` (use pathquick or pathchirp)"
-            ))),
+            _ => Err(DesignError(format!("unknown method `{s}` (use pathquick or pathchirp)"))),
         }
     }
 }
@@ -181,10 +178,7 @@ impl TrainDesign {
 /// and `k + 1` and is the later packet's size over the gap (`R_{k+1} = P_{k+1} / T_quick` for
 /// PathQuick, `P / Δ_k` for pathChirp).
 pub fn gap_rates(schedule: &[TrainPacket]) -> Vec<Rate> {
-    schedule
-        .windows(2)
-        .map(|w| w[1].size.per(w[1].offset.saturating_sub(w[0].offset)))
-        .collect()
+    schedule.windows(2).map(|w| w[1].size.per(w[1].offset.saturating_sub(w[0].offset))).collect()
 }
 
 #[cfg(test)]

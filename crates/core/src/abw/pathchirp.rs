@@ -63,16 +63,9 @@ impl ChirpSpec {
 
     pub fn design(&self) -> Result<ChirpDesign, DesignError> {
         if !(self.gamma > 1.0 && self.gamma.is_finite()) {
-            return Err(DesignError(format!(
-                "impossible chirp: spread factor γ = {} must exceed 1",
-                self.gamma
-            )));
+            return Err(DesignError(format!("impossible chirp: spread factor γ = {} must exceed 1", self.gamma)));
         }
-        let max = if self.max_size.0 == 0 {
-            Bytes(1500)
-        } else {
-            self.max_size
-        };
+        let max = if self.max_size.0 == 0 { Bytes(1500) } else { self.max_size };
         if self.size.0 == 0 || self.size > max {
             return Err(DesignError(format!(
                 "impossible chirp: packet size {} B outside 1..={} B (MTU)",
@@ -88,9 +81,7 @@ impl ChirpSpec {
         let m_exact = m_eq12(self.gamma, self.b_min.0 as f64, self.b_max.0 as f64);
         let m = (m_exact - 0.01).ceil().max(3.0);
         if m > 65_535.0 {
-            return Err(DesignError(format!(
-                "impossible chirp: M = {m} packets is too many"
-            )));
+            return Err(DesignError(format!("impossible chirp: M = {m} packets is too many")));
         }
         Ok(ChirpDesign {
             gamma: self.gamma,
@@ -125,18 +116,12 @@ impl ChirpDesign {
 
     /// Send offsets and sizes of the `M` packets.
     pub fn schedule(&self) -> Vec<TrainPacket> {
-        (1..=self.m)
-            .map(|i| TrainPacket {
-                offset: Dur::from_secs_f64(self.offset_secs(i)),
-                size: self.size,
-            })
-            .collect()
+        (1..=self.m).map(|i| TrainPacket { offset: Dur::from_secs_f64(self.offset_secs(i)), size: self.size }).collect()
     }
 
     /// Rate probed by gap `k` (1-based, between packets `k` and `k+1`): `B_min·γ^{k-1}`.
     pub fn gap_rate(&self, k: u32) -> Rate {
-        self.b_min
-            .mul_f64(self.gamma.powi(k.saturating_sub(1) as i32))
+        self.b_min.mul_f64(self.gamma.powi(k.saturating_sub(1) as i32))
     }
 
     /// Rate of the last gap, `γ^{M-2}·B_min` (Eq. 11).
@@ -206,26 +191,11 @@ mod tests {
     #[test]
     fn rejects_bad_chirps() {
         let bad = [
-            ChirpSpec {
-                gamma: 1.0,
-                ..ChirpSpec::paper()
-            },
-            ChirpSpec {
-                gamma: f64::NAN,
-                ..ChirpSpec::paper()
-            },
-            ChirpSpec {
-                size: Bytes(9000),
-                ..ChirpSpec::paper()
-            },
-            ChirpSpec {
-                b_max: Rate::from_kbps(50),
-                ..ChirpSpec::paper()
-            },
-            ChirpSpec {
-                b_min: Rate::ZERO,
-                ..ChirpSpec::paper()
-            },
+            ChirpSpec { gamma: 1.0, ..ChirpSpec::paper() },
+            ChirpSpec { gamma: f64::NAN, ..ChirpSpec::paper() },
+            ChirpSpec { size: Bytes(9000), ..ChirpSpec::paper() },
+            ChirpSpec { b_max: Rate::from_kbps(50), ..ChirpSpec::paper() },
+            ChirpSpec { b_min: Rate::ZERO, ..ChirpSpec::paper() },
         ];
         for s in bad {
             assert!(s.design().is_err(), "{s:?}");

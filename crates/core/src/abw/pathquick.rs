@@ -161,12 +161,7 @@ const RELATIONS: [Relation; 5] = [
                 _ => (bmax - bmin) * t / (8.0 * (n - 2.0)),
             })
         },
-        residual: |v| {
-            rel(
-                (g(v, BMAX) - g(v, BMIN)) * g(v, T),
-                8.0 * (g(v, NN) - 2.0) * g(v, DP),
-            )
-        },
+        residual: |v| rel((g(v, BMAX) - g(v, BMIN)) * g(v, T), 8.0 * (g(v, NN) - 2.0) * g(v, DP)),
     },
     // B_min·(N-1)·P_N = B_max·((N-2)·P_1 + P_N) (Eq. 7, second form; Eq. 8 solves it for N).
     Relation {
@@ -182,10 +177,7 @@ const RELATIONS: [Relation; 5] = [
             })
         },
         residual: |v| {
-            rel(
-                g(v, BMIN) * (g(v, NN) - 1.0) * g(v, PN),
-                g(v, BMAX) * ((g(v, NN) - 2.0) * g(v, P1) + g(v, PN)),
-            )
+            rel(g(v, BMIN) * (g(v, NN) - 1.0) * g(v, PN), g(v, BMAX) * ((g(v, NN) - 2.0) * g(v, P1) + g(v, PN)))
         },
     },
 ];
@@ -239,8 +231,7 @@ impl QuickSpec {
         loop {
             let mut progress = false;
             for r in RELATIONS.iter() {
-                let unknown: Vec<usize> =
-                    r.vars.iter().copied().filter(|&i| v[i].is_none()).collect();
+                let unknown: Vec<usize> = r.vars.iter().copied().filter(|&i| v[i].is_none()).collect();
                 if unknown.len() == 1 {
                     if let Some(x) = (r.solve)(&v, unknown[0]) {
                         v[unknown[0]] = Some(x);
@@ -252,15 +243,9 @@ impl QuickSpec {
                 break;
             }
         }
-        let missing: Vec<&str> = (0..7)
-            .filter(|&i| v[i].is_none())
-            .map(|i| NAMES[i])
-            .collect();
+        let missing: Vec<&str> = (0..7).filter(|&i| v[i].is_none()).map(|i| NAMES[i]).collect();
         if !missing.is_empty() {
-            let known: Vec<&str> = (0..7)
-                .filter(|&i| given[i].is_some())
-                .map(|i| NAMES[i])
-                .collect();
+            let known: Vec<&str> = (0..7).filter(|&i| given[i].is_some()).map(|i| NAMES[i]).collect();
             return Err(DesignError(format!(
                 "underdetermined PathQuick design: from {{{}}} the values of {{{}}} cannot be found \
                  (give four independent quantities)",
@@ -313,9 +298,7 @@ impl QuickSpec {
             )));
         }
         if n > 65_535.0 {
-            return Err(DesignError(format!(
-                "impossible PathQuick design: N = {n} packets is too many"
-            )));
+            return Err(DesignError(format!("impossible PathQuick design: N = {n} packets is too many")));
         }
         let d = QuickDesign {
             t_quick: Dur::from_secs_f64(t),
@@ -332,20 +315,13 @@ impl QuickDesign {
     /// Checks sizes against `[min_size, max_size]` and the spacing against zero.
     pub fn validate(&self, min_size: Bytes, max_size: Bytes) -> Result<(), DesignError> {
         if self.t_quick.0 == 0 {
-            return Err(DesignError(
-                "impossible PathQuick design: T_quick is zero".into(),
-            ));
+            return Err(DesignError("impossible PathQuick design: T_quick is zero".into()));
         }
         if self.n < 3 {
-            return Err(DesignError(format!(
-                "impossible PathQuick design: N = {} < 3 packets",
-                self.n
-            )));
+            return Err(DesignError(format!("impossible PathQuick design: N = {} < 3 packets", self.n)));
         }
         if self.delta_p.0 == 0 {
-            return Err(DesignError(
-                "impossible PathQuick design: ΔP = 0 probes a single rate".into(),
-            ));
+            return Err(DesignError("impossible PathQuick design: ΔP = 0 probes a single rate".into()));
         }
         if self.p_1 < min_size {
             return Err(DesignError(format!(
@@ -410,12 +386,7 @@ impl QuickDesign {
 
     /// Send offsets and sizes of the `N` packets.
     pub fn schedule(&self) -> Vec<TrainPacket> {
-        (1..=self.n)
-            .map(|i| TrainPacket {
-                offset: Dur(self.t_quick.0 * (i as u64 - 1)),
-                size: self.p_i(i),
-            })
-            .collect()
+        (1..=self.n).map(|i| TrainPacket { offset: Dur(self.t_quick.0 * (i as u64 - 1)), size: self.p_i(i) }).collect()
     }
 }
 
@@ -541,11 +512,7 @@ mod tests {
     #[test]
     fn rejects_impossible_designs() {
         // Sizes above the MTU.
-        let e = QuickSpec {
-            n: Some(200),
-            ..QuickSpec::paper()
-        }
-        .solve();
+        let e = QuickSpec { n: Some(200), ..QuickSpec::paper() }.solve();
         assert!(e.is_err());
         let e = QuickSpec {
             t_quick: Some(Dur::from_millis(1)),
@@ -569,28 +536,13 @@ mod tests {
         .unwrap_err();
         assert!(e.0.contains("not positive"), "{e}");
         // Inconsistent over-determination.
-        let e = QuickSpec {
-            n: Some(100),
-            ..QuickSpec::paper()
-        }
-        .solve()
-        .unwrap_err();
+        let e = QuickSpec { n: Some(100), ..QuickSpec::paper() }.solve().unwrap_err();
         assert!(e.0.contains("inconsistent"), "{e}");
         // Underdetermined.
-        let e = QuickSpec {
-            b_max: Some(Rate::from_mbps(12)),
-            ..QuickSpec::default()
-        }
-        .solve()
-        .unwrap_err();
+        let e = QuickSpec { b_max: Some(Rate::from_mbps(12)), ..QuickSpec::default() }.solve().unwrap_err();
         assert!(e.0.contains("underdetermined"), "{e}");
         // Header floor of a socket driver.
-        let e = QuickSpec {
-            min_size: Bytes(48),
-            ..QuickSpec::paper()
-        }
-        .solve()
-        .unwrap_err();
+        let e = QuickSpec { min_size: Bytes(48), ..QuickSpec::paper() }.solve().unwrap_err();
         assert!(e.0.contains("smallest packet"), "{e}");
     }
 

@@ -164,9 +164,7 @@ impl MeasurementConfig {
             }
         }
         if self.min_rate.0 == 0 {
-            return Err(ConfigError(
-                "min_rate must be positive (a zero lower bound means infinite gaps)".into(),
-            ));
+            return Err(ConfigError("min_rate must be positive (a zero lower bound means infinite gaps)".into()));
         }
         if let Some(l) = self.link_rate {
             if l <= self.min_rate {
@@ -241,9 +239,7 @@ impl StreamPlan {
     }
     /// Planned duration of the stream for packets of `bytes`.
     pub fn duration(&self, bytes: Bytes) -> Dur {
-        (2..=self.packets)
-            .map(|j| self.gap_before(j, bytes))
-            .fold(Dur::ZERO, |a, b| a + b)
+        (2..=self.packets).map(|j| self.gap_before(j, bytes)).fold(Dur::ZERO, |a, b| a + b)
     }
 }
 
@@ -271,11 +267,7 @@ struct StreamRecord {
 
 impl StreamRecord {
     fn new(n: usize) -> Self {
-        StreamRecord {
-            state: StreamState::NotSent,
-            packets: vec![None; n],
-            report: None,
-        }
+        StreamRecord { state: StreamState::NotSent, packets: vec![None; n], report: None }
     }
 }
 
@@ -398,11 +390,7 @@ impl Measurer {
         let round = match self.range {
             None => {
                 self.stats.cprobes += 1;
-                Round {
-                    id,
-                    kind: RoundKind::Cprobe,
-                    streams: vec![StreamRecord::new(n)],
-                }
+                Round { id, kind: RoundKind::Cprobe, streams: vec![StreamRecord::new(n)] }
             }
             Some(r) => Round {
                 id,
@@ -423,16 +411,11 @@ impl Measurer {
         let k = self.cfg.sub_ranges;
         let n = self.cfg.stream_len;
         let round = self.round.as_ref()?;
-        let idx = round
-            .streams
-            .iter()
-            .position(|s| s.state == StreamState::NotSent || s.state == StreamState::Sending)?;
+        let idx =
+            round.streams.iter().position(|s| s.state == StreamState::NotSent || s.state == StreamState::Sending)?;
         match round.kind {
             RoundKind::Cprobe => Some(StreamPlan {
-                key: StreamKey {
-                    round: round.id,
-                    index: 0,
-                },
+                key: StreamKey { round: round.id, index: 0 },
                 kind: StreamKind::Cprobe,
                 packets: n,
                 rates: vec![self.cfg.link_rate; n - 1],
@@ -450,14 +433,8 @@ impl Measurer {
                     })
                     .collect();
                 Some(StreamPlan {
-                    key: StreamKey {
-                        round: round.id,
-                        index: i,
-                    },
-                    kind: StreamKind::Sweep {
-                        lower: Rate(lo.round() as u64),
-                        upper: Rate(hi.round() as u64),
-                    },
+                    key: StreamKey { round: round.id, index: i },
+                    kind: StreamKind::Sweep { lower: Rate(lo.round() as u64), upper: Rate(hi.round() as u64) },
                     packets: n,
                     rates,
                 })
@@ -484,11 +461,7 @@ impl Measurer {
                 rec.state = StreamState::Sending;
             }
             if let Some(slot) = j.checked_sub(1).and_then(|i| rec.packets.get_mut(i)) {
-                *slot = Some(ProbePacket {
-                    sent: now,
-                    bytes,
-                    arrival: None,
-                });
+                *slot = Some(ProbePacket { sent: now, bytes, arrival: None });
             }
         }
     }
@@ -552,10 +525,7 @@ impl Measurer {
             if s.state == StreamState::Sent
                 || (s.state == StreamState::Sending && s.packets.iter().any(|p| p.is_some()))
             {
-                s.report = Some(trend_of(
-                    &stream_delays(&s.packets, self.cfg.delayed_ack),
-                    &self.cfg.trend,
-                ));
+                s.report = Some(trend_of(&stream_delays(&s.packets, self.cfg.delayed_ack), &self.cfg.trend));
                 s.state = StreamState::Closed;
             }
         }
@@ -572,15 +542,9 @@ impl Measurer {
             return RoundOutcome::NoResult;
         }
         let (first, last) = (samples[0], samples[samples.len() - 1]);
-        let bits: u64 = round.streams[0].packets[first.0 + 1..=last.0]
-            .iter()
-            .map(|p| p.map_or(0, |p| p.bytes.bits()))
-            .sum();
-        let dt = last
-            .1
-            .arrival
-            .unwrap_or(last.1.sent)
-            .saturating_since(first.1.arrival.unwrap_or(first.1.sent));
+        let bits: u64 =
+            round.streams[0].packets[first.0 + 1..=last.0].iter().map(|p| p.map_or(0, |p| p.bytes.bits())).sum();
+        let dt = last.1.arrival.unwrap_or(last.1.sent).saturating_since(first.1.arrival.unwrap_or(first.1.sent));
         if dt.0 == 0 || bits == 0 {
             self.stats.no_result += 1;
             return RoundOutcome::NoResult;
@@ -588,10 +552,7 @@ impl Measurer {
         let a = bits as f64 / dt.as_secs_f64();
         let lower = self.clamp_lower(a / 2.0);
         let upper = self.clamp_upper(a).max(lower + 1.0);
-        self.range = Some(SearchRange {
-            lower: rate(lower),
-            upper: rate(upper),
-        });
+        self.range = Some(SearchRange { lower: rate(lower), upper: rate(upper) });
         RoundOutcome::InitialRange
     }
 
@@ -640,10 +601,7 @@ impl Measurer {
                 let half = self.half_width(value);
                 let lower = self.clamp_lower(value - half);
                 let upper = self.clamp_upper(value + half).max(lower + 1.0);
-                SearchRange {
-                    lower: rate(lower),
-                    upper: rate(upper),
-                }
+                SearchRange { lower: rate(lower), upper: rate(upper) }
             }
             _ => {
                 self.history.clear();
@@ -653,10 +611,7 @@ impl Measurer {
                 } else {
                     (self.clamp_lower(range.lo() - w), range.hi())
                 };
-                SearchRange {
-                    lower: rate(lower),
-                    upper: rate(upper.max(lower + 1.0)),
-                }
+                SearchRange { lower: rate(lower), upper: rate(upper.max(lower + 1.0)) }
             }
         };
         self.range = Some(next);
@@ -726,19 +681,14 @@ fn rate(x: f64) -> Rate {
 /// without trend: streams after `m + 1` need not be sent.
 fn early_stop_point(streams: &[StreamRecord]) -> Option<usize> {
     let flat = |s: &StreamRecord| s.report.is_some_and(|r| r.trend == Trend::NotIncreasing);
-    (0..streams.len().saturating_sub(1))
-        .find(|&m| flat(&streams[m]) && flat(&streams[m + 1]))
-        .map(|m| m + 1)
+    (0..streams.len().saturating_sub(1)).find(|&m| flat(&streams[m]) && flat(&streams[m + 1])).map(|m| m + 1)
 }
 
 /// Packets with an arrival, as (index, packet); with delayed ACKs only the parity with more
 /// samples.
 fn select_samples(packets: &[Option<ProbePacket>], delayed_ack: bool) -> Vec<(usize, ProbePacket)> {
-    let all: Vec<(usize, ProbePacket)> = packets
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| p.filter(|p| p.arrival.is_some()).map(|p| (i, p)))
-        .collect();
+    let all: Vec<(usize, ProbePacket)> =
+        packets.iter().enumerate().filter_map(|(i, p)| p.filter(|p| p.arrival.is_some()).map(|p| (i, p))).collect();
     if !delayed_ack {
         return all;
     }
@@ -761,10 +711,7 @@ fn rate_points(packets: &[Option<ProbePacket>], delayed_ack: bool) -> Vec<(f64, 
         .filter_map(|w| {
             let (i1, p1) = w[0];
             let (i2, p2) = w[1];
-            let bits: u64 = packets[i1 + 1..=i2]
-                .iter()
-                .map(|p| p.map_or(0, |p| p.bytes.bits()))
-                .sum();
+            let bits: u64 = packets[i1 + 1..=i2].iter().map(|p| p.map_or(0, |p| p.bytes.bits())).sum();
             let ds = p2.sent.saturating_since(p1.sent).as_secs_f64();
             let dr = p2.arrival?.saturating_since(p1.arrival?).as_secs_f64();
             (ds > 0.0 && dr > 0.0 && bits > 0).then(|| (bits as f64 / ds, bits as f64 / dr))
@@ -840,10 +787,7 @@ mod tests {
 
     #[test]
     fn sub_ranges_from_the_top() {
-        let r = SearchRange {
-            lower: Rate::from_mbps(40),
-            upper: Rate::from_mbps(80),
-        };
+        let r = SearchRange { lower: Rate::from_mbps(40), upper: Rate::from_mbps(80) };
         assert_eq!(r.sub_range(1, 4), (70e6, 80e6));
         assert_eq!(r.sub_range(4, 4), (40e6, 50e6));
     }
@@ -859,15 +803,9 @@ mod tests {
         // none increasing: A above the range
         assert_eq!(choose_sub_range(&[NotIncreasing; 4]), 0);
         // one stray trend among flat streams does not pull `a` to the bottom
-        assert_eq!(
-            choose_sub_range(&[Increasing, NotIncreasing, Increasing, NotIncreasing]),
-            3
-        );
+        assert_eq!(choose_sub_range(&[Increasing, NotIncreasing, Increasing, NotIncreasing]), 3);
         // tie between a = 1 (T_1 = 1) and a = 2 (T_2 = -1): the stream with the trend
-        assert_eq!(
-            choose_sub_range(&[Increasing, NotIncreasing, NotIncreasing, NotIncreasing]),
-            1
-        );
+        assert_eq!(choose_sub_range(&[Increasing, NotIncreasing, NotIncreasing, NotIncreasing]), 1);
     }
 
     #[test]
@@ -978,10 +916,8 @@ mod tests {
 
     #[test]
     fn out_of_range_widens_toward_the_change_and_discards_history() {
-        let cfg = MeasurementConfig {
-            initial_range: Some((Rate::from_mbps(50), Rate::from_mbps(70))),
-            ..Default::default()
-        };
+        let cfg =
+            MeasurementConfig { initial_range: Some((Rate::from_mbps(50), Rate::from_mbps(70))), ..Default::default() };
         let mut m = measurer(cfg);
         m.history.push_back(60e6);
         // every stream flat: A above the range
@@ -990,28 +926,14 @@ mod tests {
         assert!(!e.in_range);
         assert_eq!(e.value, Rate::from_mbps(70));
         assert!(m.history.is_empty());
-        assert_eq!(
-            m.search_range(),
-            Some(SearchRange {
-                lower: Rate::from_mbps(50),
-                upper: Rate::from_mbps(90)
-            })
-        );
+        assert_eq!(m.search_range(), Some(SearchRange { lower: Rate::from_mbps(50), upper: Rate::from_mbps(90) }));
         // every stream increasing: A below the range
-        let cfg = MeasurementConfig {
-            initial_range: Some((Rate::from_mbps(50), Rate::from_mbps(70))),
-            ..Default::default()
-        };
+        let cfg =
+            MeasurementConfig { initial_range: Some((Rate::from_mbps(50), Rate::from_mbps(70))), ..Default::default() };
         let mut m = measurer(cfg);
         run_round(&mut m, Time::ZERO, 10.0, 100.0);
         assert_eq!(m.last_estimate().unwrap().value, Rate::from_mbps(50));
-        assert_eq!(
-            m.search_range(),
-            Some(SearchRange {
-                lower: Rate::from_mbps(30),
-                upper: Rate::from_mbps(70)
-            })
-        );
+        assert_eq!(m.search_range(), Some(SearchRange { lower: Rate::from_mbps(30), upper: Rate::from_mbps(70) }));
     }
 
     #[test]
@@ -1051,20 +973,13 @@ mod tests {
         let spacing = Bytes(1500).time_at(Rate::from_mbps(80));
         for j in 1..=plan.packets {
             m.on_probe_sent(plan.key, j, Time::ZERO, Bytes(1500));
-            m.on_probe_arrival(
-                plan.key,
-                j,
-                Time::ZERO + Dur::from_millis(40) + Dur(spacing.0 * j as u64),
-            );
+            m.on_probe_arrival(plan.key, j, Time::ZERO + Dur::from_millis(40) + Dur(spacing.0 * j as u64));
         }
         m.on_stream_sent(plan.key);
         assert!(m.next_stream().is_none());
         assert_eq!(m.finish_round(Time::from_secs_f64(0.1)), RoundOutcome::InitialRange);
         let r = m.search_range().unwrap();
-        assert!(
-            (r.upper.as_mbps() - 80.0).abs() < 0.5 && (r.lower.as_mbps() - 40.0).abs() < 0.5,
-            "{r:?}"
-        );
+        assert!((r.upper.as_mbps() - 80.0).abs() < 0.5 && (r.lower.as_mbps() - 40.0).abs() < 0.5, "{r:?}");
         assert!(m.poll_estimate().is_none());
     }
 
@@ -1080,34 +995,15 @@ mod tests {
         assert_eq!(p.key.index, 1);
         let r: Vec<f64> = p.rates.iter().map(|r| r.unwrap().as_mbps()).collect();
         assert_eq!(r, vec![72.5, 75.0, 77.5, 80.0]);
-        assert_eq!(
-            p.gap_before(2, Bytes(1500)),
-            Bytes(1500).time_at(Rate::from_mbps_f64(72.5))
-        );
+        assert_eq!(p.gap_before(2, Bytes(1500)), Bytes(1500).time_at(Rate::from_mbps_f64(72.5)));
     }
 
     #[test]
     fn bad_config_is_rejected() {
-        assert!(Measurer::new(MeasurementConfig {
-            sub_ranges: 0,
-            ..Default::default()
-        })
-        .is_err());
-        assert!(Measurer::new(MeasurementConfig {
-            stream_len: 1,
-            ..Default::default()
-        })
-        .is_err());
-        assert!(Measurer::new(MeasurementConfig {
-            smoothing_gain: 0.0,
-            ..Default::default()
-        })
-        .is_err());
-        assert!(Measurer::new(MeasurementConfig {
-            min_rate: Rate::ZERO,
-            ..Default::default()
-        })
-        .is_err());
+        assert!(Measurer::new(MeasurementConfig { sub_ranges: 0, ..Default::default() }).is_err());
+        assert!(Measurer::new(MeasurementConfig { stream_len: 1, ..Default::default() }).is_err());
+        assert!(Measurer::new(MeasurementConfig { smoothing_gain: 0.0, ..Default::default() }).is_err());
+        assert!(Measurer::new(MeasurementConfig { min_rate: Rate::ZERO, ..Default::default() }).is_err());
         assert!(Measurer::new(MeasurementConfig {
             initial_range: Some((Rate::from_mbps(5), Rate::from_mbps(5))),
             ..Default::default()

@@ -159,9 +159,7 @@ impl Default for ControlConfig {
         ControlConfig {
             measurement: MeasurementConfig::default(),
             m_policy: MPolicy::Adaptive { successes: 2 },
-            storing_timer: StoringTimer::Adaptive {
-                max_storing_rtts: Some(1.0),
-            },
+            storing_timer: StoringTimer::Adaptive { max_storing_rtts: Some(1.0) },
             storing_rate: StoringRate::Estimate,
             interval_rtts: 0.0,
             header_bytes: Bytes(40),
@@ -190,12 +188,7 @@ pub enum ControlState {
     /// Holding segments; `timer` is the storing deadline, armed by the first held segment.
     StorePacket { timer: Option<Time> },
     /// Sending `plan`: segment `next_j` (1-based) is due at `due`; the stream fails at `fail_at`.
-    SendStream {
-        plan: StreamPlan,
-        next_j: usize,
-        due: Time,
-        fail_at: Time,
-    },
+    SendStream { plan: StreamPlan, next_j: usize, due: Time, fail_at: Time },
     /// Releasing everything held.
     EmptyBuffer,
     /// Passing every segment through.
@@ -278,10 +271,7 @@ impl ImtcpBuffer {
         if !(cfg.ack_wait_rtts.is_finite() && cfg.ack_wait_rtts > 0.0) {
             return Err(ConfigError("ack_wait_rtts must be positive".into()));
         }
-        if let StoringTimer::Adaptive {
-            max_storing_rtts: Some(x),
-        } = cfg.storing_timer
-        {
+        if let StoringTimer::Adaptive { max_storing_rtts: Some(x) } = cfg.storing_timer {
             if !(x.is_finite() && x > 0.0) {
                 return Err(ConfigError("max_storing_rtts must be positive".into()));
             }
@@ -412,9 +402,7 @@ impl ImtcpBuffer {
             return ControlState::PassPacket(PassReason::SmallWindow);
         }
         if !self.measurer.in_round() && now < self.next_round_at {
-            return ControlState::PassPacket(PassReason::Interval {
-                until: self.next_round_at,
-            });
+            return ControlState::PassPacket(PassReason::Interval { until: self.next_round_at });
         }
         ControlState::StorePacket { timer: None }
     }
@@ -499,16 +487,9 @@ impl ImtcpBuffer {
                         if starting {
                             self.round_start = Some(now);
                         }
-                        self.state = ControlState::SendStream {
-                            plan,
-                            next_j: 1,
-                            due: now,
-                            fail_at: now,
-                        };
+                        self.state = ControlState::SendStream { plan, next_j: 1, due: now, fail_at: now };
                     } else if timer.is_none() && !self.queue.is_empty() {
-                        self.state = ControlState::StorePacket {
-                            timer: self.arm_storing_timer(),
-                        };
+                        self.state = ControlState::StorePacket { timer: self.arm_storing_timer() };
                         continue;
                     }
                     return;
@@ -649,12 +630,7 @@ impl SendBuffer for ImtcpBuffer {
             match self.state.clone() {
                 ControlState::StorePacket { .. } => return None,
                 ControlState::EmptyBuffer | ControlState::PassPacket(_) => return self.pop(now),
-                ControlState::SendStream {
-                    plan,
-                    next_j,
-                    due,
-                    fail_at,
-                } => {
+                ControlState::SendStream { plan, next_j, due, fail_at } => {
                     if now < due {
                         return None;
                     }
@@ -674,11 +650,7 @@ impl SendBuffer for ImtcpBuffer {
                     }
                     self.pop(now);
                     self.measurer.on_probe_sent(plan.key, next_j, now, wire);
-                    self.probes.push_back(ProbeRef {
-                        key: plan.key,
-                        j: next_j,
-                        end_seq: seg.seq + seg.len.0,
-                    });
+                    self.probes.push_back(ProbeRef { key: plan.key, j: next_j, end_seq: seg.seq + seg.len.0 });
                     if next_j >= plan.packets {
                         self.stats.streams_sent += 1;
                         self.measurer.on_stream_sent(plan.key);
@@ -695,12 +667,7 @@ impl SendBuffer for ImtcpBuffer {
                         let gap = plan.gap_before(next_j + 1, wire);
                         let due = now + gap;
                         let fail_at = due + gap.mul_f64(self.cfg.late_tolerance);
-                        self.state = ControlState::SendStream {
-                            plan,
-                            next_j: next_j + 1,
-                            due,
-                            fail_at,
-                        };
+                        self.state = ControlState::SendStream { plan, next_j: next_j + 1, due, fail_at };
                     }
                     return Some(seg);
                 }
@@ -752,7 +719,10 @@ impl SendBuffer for ImtcpBuffer {
             if let Some(key) = run {
                 self.close_if_complete(key);
             }
-            if self.state == ControlState::PassPacket(PassReason::AfterRetransmission) && ev.dup_acks == 0 && ev.ack >= self.recover {
+            if self.state == ControlState::PassPacket(PassReason::AfterRetransmission)
+                && ev.dup_acks == 0
+                && ev.ack >= self.recover
+            {
                 let s = self.resume_state(ev.now);
                 self.set_state(ev.now, s);
             }
@@ -899,11 +869,7 @@ mod tests {
                     }
                     *left = left.saturating_sub(MSS);
                 }
-                let seg = Segment {
-                    seq: self.snd_nxt,
-                    len: Bytes(MSS),
-                    retransmission: false,
-                };
+                let seg = Segment { seq: self.snd_nxt, len: Bytes(MSS), retransmission: false };
                 self.snd_nxt += MSS;
                 self.released_at.insert(seg.seq + MSS, self.now);
                 self.released.push(seg.seq);
@@ -934,8 +900,7 @@ mod tests {
                 self.events.push(Reverse((back, Ev::Ack { ack: end })));
             } else {
                 self.unacked_end = Some(end);
-                self.events
-                    .push(Reverse((arrive + Dur::from_millis(40), Ev::DelAck { end })));
+                self.events.push(Reverse((arrive + Dur::from_millis(40), Ev::DelAck { end })));
             }
         }
 
@@ -1010,12 +975,7 @@ mod tests {
         }
 
         fn describe(&self) -> String {
-            format!(
-                "held {} released {} sent {}",
-                self.buf.held(),
-                self.released.len(),
-                self.sent.len()
-            )
+            format!("held {} released {} sent {}", self.buf.held(), self.released.len(), self.sent.len())
         }
     }
 
@@ -1036,10 +996,7 @@ mod tests {
     /// timer (M/Ā·(N-1) ≈ 7 ms, RTTVAR ≈ 0 on the fluid path) is shorter than the ~12 ms TCP
     /// needs for 35 segments (test `paper_storing_rate_starves_a_window_limited_sender`).
     fn window_limited() -> ControlConfig {
-        ControlConfig {
-            storing_rate: StoringRate::SlowerOfEstimateAndTcp,
-            ..Default::default()
-        }
+        ControlConfig { storing_rate: StoringRate::SlowerOfEstimateAndTcp, ..Default::default() }
     }
 
     fn path_60_of_100() -> FluidPath {
@@ -1049,11 +1006,7 @@ mod tests {
     /// Everything sent was released, in release order, and everything released is either sent
     /// or still held.
     fn assert_in_order_and_complete<B: SendBuffer>(h: &Harness<B>) {
-        assert_eq!(
-            h.released.len(),
-            h.sent.len() + h.buf.held(),
-            "segments lost or duplicated"
-        );
+        assert_eq!(h.released.len(), h.sent.len() + h.buf.held(), "segments lost or duplicated");
         assert_eq!(h.released[..h.sent.len()], h.sent[..], "segments reordered");
     }
 
@@ -1080,10 +1033,7 @@ mod tests {
         // settles within 10 % in a few measurements
         let first = est.iter().position(|e| (e.value.as_mbps() - 60.0).abs() < 6.0);
         assert!(first.is_some_and(|i| i <= 4), "{:?}", &est[..est.len().min(8)]);
-        let before: Vec<&Estimate> = est
-            .iter()
-            .filter(|e| (2.0..5.0).contains(&e.time.as_secs_f64()))
-            .collect();
+        let before: Vec<&Estimate> = est.iter().filter(|e| (2.0..5.0).contains(&e.time.as_secs_f64())).collect();
         assert!(!before.is_empty());
         let ok = before.iter().filter(|e| (e.value.as_mbps() - 60.0).abs() < 6.0).count();
         assert!(ok * 10 >= before.len() * 9, "{ok}/{} within 10 %", before.len());
@@ -1145,25 +1095,14 @@ mod tests {
         assert_eq!(h.snd_una, h.snd_nxt, "TCP stalled with data outstanding");
         let srtt = h.buf.srtt.unwrap();
         // holding is bounded by T (at most one SRTT) plus a stream's duration
-        assert!(
-            h.buf.stats().max_hold < srtt + srtt + Dur::from_millis(20),
-            "{:?} srtt {srtt}",
-            h.buf.stats()
-        );
+        assert!(h.buf.stats().max_hold < srtt + srtt + Dur::from_millis(20), "{:?} srtt {srtt}", h.buf.stats());
     }
 
     fn delivered_ratio(interval_rtts: f64, window: u64) -> (f64, ControlStats) {
         let secs = 10.0;
         let mut plain = Harness::new(PassThrough::default(), path_60_of_100(), window);
         plain.run(Time::from_secs_f64(secs), &[], |_| {});
-        let mut im = Harness::new(
-            imtcp(ControlConfig {
-                interval_rtts,
-                ..window_limited()
-            }),
-            path_60_of_100(),
-            window,
-        );
+        let mut im = Harness::new(imtcp(ControlConfig { interval_rtts, ..window_limited() }), path_60_of_100(), window);
         im.run(Time::from_secs_f64(secs), &[], |_| {});
         (im.snd_una as f64 / plain.snd_una as f64, im.buf.stats())
     }
@@ -1190,14 +1129,7 @@ mod tests {
         // longer than M/Ā·(N-1) to hand over N segments: with the paper's A = Ā storing times
         // out almost every time; the opt-in min(Ā, window/SRTT) forms streams.
         let run = |storing_rate: StoringRate| {
-            let mut h = Harness::new(
-                imtcp(ControlConfig {
-                    storing_rate,
-                    ..Default::default()
-                }),
-                path_60_of_100(),
-                60,
-            );
+            let mut h = Harness::new(imtcp(ControlConfig { storing_rate, ..Default::default() }), path_60_of_100(), 60);
             h.run(Time::from_secs_f64(5.0), &[], |_| {});
             assert_in_order_and_complete(&h);
             let waits = h.buf.take_first_packet_waits();
@@ -1218,21 +1150,13 @@ mod tests {
         // Table 2's effect: a storing timer far below the time TCP needs to hand over N
         // segments makes stream creation fail; the adaptive T does not.
         let count = |timer: StoringTimer| {
-            let mut h = Harness::new(
-                imtcp(ControlConfig {
-                    storing_timer: timer,
-                    ..window_limited()
-                }),
-                path_60_of_100(),
-                60,
-            );
+            let mut h =
+                Harness::new(imtcp(ControlConfig { storing_timer: timer, ..window_limited() }), path_60_of_100(), 60);
             h.run(Time::from_secs_f64(5.0), &[], |_| {});
             assert_in_order_and_complete(&h);
             (h.buf.measurer().stats().estimates, h.buf.stats().storing_timeouts)
         };
-        let (adaptive, _) = count(StoringTimer::Adaptive {
-            max_storing_rtts: Some(1.0),
-        });
+        let (adaptive, _) = count(StoringTimer::Adaptive { max_storing_rtts: Some(1.0) });
         let (short, short_timeouts) = count(StoringTimer::Fixed(Dur::from_millis(4)));
         if std::env::var_os("IMTCP_DUMP").is_some() {
             eprintln!("estimates in 5 s: adaptive T {adaptive}, T = 4 ms {short} ({short_timeouts} storing timeouts)");
@@ -1245,10 +1169,7 @@ mod tests {
     #[test]
     fn delayed_ack_path_measures_with_every_other_packet() {
         let cfg = ControlConfig {
-            measurement: MeasurementConfig {
-                delayed_ack: true,
-                ..Default::default()
-            },
+            measurement: MeasurementConfig { delayed_ack: true, ..Default::default() },
             ..Default::default()
         };
         let mut h = Harness::new(imtcp(cfg), path_60_of_100(), 80);
@@ -1258,12 +1179,7 @@ mod tests {
         let late: Vec<&Estimate> = h.estimates.iter().filter(|e| e.time.as_secs_f64() > 2.0).collect();
         assert!(late.len() >= 5, "{} estimates, {:?}", h.estimates.len(), h.buf.stats());
         let ok = late.iter().filter(|e| (e.value.as_mbps() - 60.0).abs() < 6.0).count();
-        assert!(
-            ok * 10 >= late.len() * 8,
-            "{ok}/{}: {:?}",
-            late.len(),
-            &late[..late.len().min(8)]
-        );
+        assert!(ok * 10 >= late.len() * 8, "{ok}/{}: {:?}", late.len(), &late[..late.len().min(8)]);
         assert_in_order_and_complete(&h);
     }
 
@@ -1275,10 +1191,8 @@ mod tests {
         let mut t = 0.3;
         while t < 3.0 {
             h.run(Time::from_secs_f64(t), &[], |_| {});
-            if matches!(
-                h.buf.state(),
-                ControlState::SendStream { .. } | ControlState::StorePacket { .. }
-            ) && h.buf.held() > 0
+            if matches!(h.buf.state(), ControlState::SendStream { .. } | ControlState::StorePacket { .. })
+                && h.buf.held() > 0
             {
                 hit = true;
                 break;
@@ -1300,22 +1214,12 @@ mod tests {
         assert_eq!(out, held);
         assert_eq!(h.buf.held(), 0);
         assert_eq!(h.buf.stats().retransmission_flushes, flushes + 1);
-        assert_eq!(
-            h.buf.state(),
-            &ControlState::PassPacket(PassReason::AfterRetransmission)
-        );
+        assert_eq!(h.buf.state(), &ControlState::PassPacket(PassReason::AfterRetransmission));
         if round.is_some() {
             assert!(h.buf.measurer().round_id().is_none(), "measurement not dropped");
         }
         // segments released now pass straight through
-        h.buf.release(
-            h.now,
-            Segment {
-                seq: h.snd_nxt,
-                len: Bytes(MSS),
-                retransmission: false,
-            },
-        );
+        h.buf.release(h.now, Segment { seq: h.snd_nxt, len: Bytes(MSS), retransmission: false });
         h.released.push(h.snd_nxt);
         h.released_at.insert(h.snd_nxt + MSS, h.now);
         h.snd_nxt += MSS;
@@ -1334,16 +1238,10 @@ mod tests {
             ..Default::default()
         };
         h.buf.on_ack(&dup);
-        assert_eq!(
-            h.buf.state(),
-            &ControlState::PassPacket(PassReason::AfterRetransmission)
-        );
+        assert_eq!(h.buf.state(), &ControlState::PassPacket(PassReason::AfterRetransmission));
         // the next new ACK resumes measuring
         h.run(h.now + Dur::from_millis(50), &[], |_| {});
-        assert_ne!(
-            h.buf.state(),
-            &ControlState::PassPacket(PassReason::AfterRetransmission)
-        );
+        assert_ne!(h.buf.state(), &ControlState::PassPacket(PassReason::AfterRetransmission));
         h.run(h.now + Dur::from_secs(2), &[], |_| {});
         assert!(h.buf.stats().measurements > 2);
         assert_in_order_and_complete(&h);
@@ -1386,10 +1284,8 @@ mod tests {
         // STORE PACKET → PASS PACKET (awaiting ACKs, all in) → STORE PACKET in one instant, with
         // the held segments still in the buffer. The new storing episode's timer must run from
         // their release, not from that instant, or they wait up to 2T (Fig. 9's bound).
-        let mut b = imtcp(ControlConfig {
-            storing_timer: StoringTimer::Fixed(Dur::from_millis(40)),
-            ..Default::default()
-        });
+        let mut b =
+            imtcp(ControlConfig { storing_timer: StoringTimer::Fixed(Dur::from_millis(40)), ..Default::default() });
         b.srtt = Some(Dur::from_millis(20));
         b.window_hint = Some(Bytes(100 * MSS));
         b.advance(Time::ZERO);
@@ -1416,38 +1312,19 @@ mod tests {
         b.window_hint = Some(Bytes(100 * MSS));
         b.advance(Time::ZERO);
         for i in 0..5 {
-            b.release(
-                Time::ZERO,
-                Segment {
-                    seq: i * MSS,
-                    len: Bytes(MSS),
-                    retransmission: false,
-                },
-            );
+            b.release(Time::ZERO, Segment { seq: i * MSS, len: Bytes(MSS), retransmission: false });
         }
         assert_eq!(b.held(), 5);
         assert!(b.poll_transmit(Time::ZERO).is_none());
-        b.release(
-            Time::ZERO,
-            Segment {
-                seq: 0,
-                len: Bytes(MSS),
-                retransmission: true,
-            },
-        );
-        let out: Vec<u64> = std::iter::from_fn(|| b.poll_transmit(Time::ZERO))
-            .map(|s| s.seq)
-            .collect();
+        b.release(Time::ZERO, Segment { seq: 0, len: Bytes(MSS), retransmission: true });
+        let out: Vec<u64> = std::iter::from_fn(|| b.poll_transmit(Time::ZERO)).map(|s| s.seq).collect();
         assert_eq!(out, vec![0, MSS, 2 * MSS, 3 * MSS, 4 * MSS, 0]);
         assert_eq!(b.state(), &ControlState::PassPacket(PassReason::AfterRetransmission));
     }
 
     #[test]
     fn stream_failure_raises_m_and_retries() {
-        let cfg = ControlConfig {
-            m_policy: MPolicy::Fixed(2),
-            ..Default::default()
-        };
+        let cfg = ControlConfig { m_policy: MPolicy::Fixed(2), ..Default::default() };
         // fixed m never moves: check the adaptive one below
         assert_eq!(imtcp(cfg).m(), 2);
         // A search stream (an initial range skips Cprobe, which always waits for N segments).
@@ -1462,22 +1339,8 @@ mod tests {
         b.window_hint = Some(Bytes(100 * MSS));
         b.m = 2;
         b.advance(Time::ZERO);
-        b.release(
-            Time::ZERO,
-            Segment {
-                seq: 0,
-                len: Bytes(MSS),
-                retransmission: false,
-            },
-        );
-        b.release(
-            Time::ZERO,
-            Segment {
-                seq: MSS,
-                len: Bytes(MSS),
-                retransmission: false,
-            },
-        );
+        b.release(Time::ZERO, Segment { seq: 0, len: Bytes(MSS), retransmission: false });
+        b.release(Time::ZERO, Segment { seq: MSS, len: Bytes(MSS), retransmission: false });
         // two held = m: the stream starts, sends both, then runs dry
         assert!(matches!(b.state(), ControlState::SendStream { .. }));
         assert_eq!(b.poll_transmit(Time::ZERO).map(|s| s.seq), Some(0));
@@ -1497,10 +1360,7 @@ mod tests {
         // segments; it must wait for all N, after which the search streams use m = 2. (Before
         // this rule, every Cprobe failed and the connection never measured.)
         let cfg = ControlConfig {
-            measurement: MeasurementConfig {
-                stream_len: 17,
-                ..Default::default()
-            },
+            measurement: MeasurementConfig { stream_len: 17, ..Default::default() },
             m_policy: MPolicy::Fixed(2),
             ..Default::default()
         };
@@ -1532,20 +1392,9 @@ mod tests {
 
     #[test]
     fn rejects_bad_parameters() {
-        assert!(ImtcpBuffer::new(ControlConfig {
-            interval_rtts: -1.0,
-            ..Default::default()
-        })
-        .is_err());
-        assert!(ImtcpBuffer::new(ControlConfig {
-            m_policy: MPolicy::Adaptive { successes: 0 },
-            ..Default::default()
-        })
-        .is_err());
-        assert!(ImtcpBuffer::new(ControlConfig {
-            ack_wait_rtts: 0.0,
-            ..Default::default()
-        })
-        .is_err());
+        assert!(ImtcpBuffer::new(ControlConfig { interval_rtts: -1.0, ..Default::default() }).is_err());
+        assert!(ImtcpBuffer::new(ControlConfig { m_policy: MPolicy::Adaptive { successes: 0 }, ..Default::default() })
+            .is_err());
+        assert!(ImtcpBuffer::new(ControlConfig { ack_wait_rtts: 0.0, ..Default::default() }).is_err());
     }
 }

@@ -89,17 +89,9 @@ pub struct Probe {
 #[derive(Clone, Debug)]
 enum EchoState {
     /// Between streams: the next one may start at `not_before`, after `wait_stream`'s echoes.
-    Between {
-        not_before: Time,
-        wait_stream: Option<StreamKey>,
-    },
+    Between { not_before: Time, wait_stream: Option<StreamKey> },
     /// Sending `plan`; packet `next_j` is due at `due`.
-    Sending {
-        plan: StreamPlan,
-        next_j: usize,
-        due: Time,
-        started: Time,
-    },
+    Sending { plan: StreamPlan, next_j: usize, due: Time, started: Time },
     /// All streams of the measurement sent: waiting for their echoes (or their timeouts).
     Draining,
 }
@@ -142,10 +134,7 @@ impl EchoProber {
         Ok(EchoProber {
             cfg,
             measurer,
-            state: EchoState::Between {
-                not_before: Time::ZERO,
-                wait_stream: None,
-            },
+            state: EchoState::Between { not_before: Time::ZERO, wait_stream: None },
             next_id: 0,
             outstanding: VecDeque::new(),
             open_streams: Vec::new(),
@@ -179,13 +168,7 @@ impl EchoProber {
     /// The next probe to send at `now`, if one is due.
     pub fn poll_transmit(&mut self, now: Time) -> Option<Probe> {
         self.step(now);
-        let EchoState::Sending {
-            plan,
-            next_j,
-            due,
-            started,
-        } = &mut self.state
-        else {
+        let EchoState::Sending { plan, next_j, due, started } = &mut self.state else {
             return None;
         };
         if now < *due {
@@ -207,21 +190,13 @@ impl EchoProber {
                 StreamSpacing::Idle(f) => (now + duration.mul_f64(f), None),
                 StreamSpacing::AfterEchoes => (now, Some(key)),
             };
-            self.state = EchoState::Between {
-                not_before,
-                wait_stream,
-            };
+            self.state = EchoState::Between { not_before, wait_stream };
             self.close_resolved_streams();
         } else {
             *due = now + plan.gap_before(j + 1, size);
             *next_j = j + 1;
         }
-        Some(Probe {
-            id,
-            size,
-            stream: key,
-            index: j,
-        })
+        Some(Probe { id, size, stream: key, index: j })
     }
 
     /// The echo of probe `id` arrived at `now`.
@@ -240,14 +215,8 @@ impl EchoProber {
         let timeout = self.outstanding.front().map(|o| o.sent + self.cfg.echo_timeout);
         let own = match &self.state {
             EchoState::Sending { due, .. } => Some(*due),
-            EchoState::Between {
-                not_before,
-                wait_stream: None,
-            } => Some(*not_before),
-            EchoState::Between {
-                wait_stream: Some(_), ..
-            }
-            | EchoState::Draining => None,
+            EchoState::Between { not_before, wait_stream: None } => Some(*not_before),
+            EchoState::Between { wait_stream: Some(_), .. } | EchoState::Draining => None,
         };
         match (own, timeout) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -284,15 +253,9 @@ impl EchoProber {
                         return;
                     }
                     self.measurer.finish_round(now);
-                    self.state = EchoState::Between {
-                        not_before: now + self.cfg.interval,
-                        wait_stream: None,
-                    };
+                    self.state = EchoState::Between { not_before: now + self.cfg.interval, wait_stream: None };
                 }
-                EchoState::Between {
-                    not_before,
-                    wait_stream,
-                } => {
+                EchoState::Between { not_before, wait_stream } => {
                     if now < not_before {
                         return;
                     }
@@ -304,14 +267,7 @@ impl EchoProber {
                         continue;
                     }
                     match self.measurer.next_stream() {
-                        Some(plan) => {
-                            self.state = EchoState::Sending {
-                                plan,
-                                next_j: 1,
-                                due: now,
-                                started: now,
-                            }
-                        }
+                        Some(plan) => self.state = EchoState::Sending { plan, next_j: 1, due: now, started: now },
                         None => return,
                     }
                 }
@@ -385,15 +341,10 @@ mod tests {
         let (est, prober) = run(cfg, &[(0.0, 60.0), (10.0, 40.0)], 20.0);
         assert!(est.len() > 20, "only {} estimates", est.len());
         // within the first few measurements the estimate is within 10 % of 60
-        let first_good = est
-            .iter()
-            .position(|e| e.time.as_secs_f64() < 10.0 && (e.value.as_mbps() - 60.0).abs() < 6.0);
+        let first_good = est.iter().position(|e| e.time.as_secs_f64() < 10.0 && (e.value.as_mbps() - 60.0).abs() < 6.0);
         assert!(first_good.is_some_and(|i| i <= 5), "{:?}", &est[..est.len().min(8)]);
         // and stays there until the step
-        let late: Vec<&Estimate> = est
-            .iter()
-            .filter(|e| (5.0..10.0).contains(&e.time.as_secs_f64()))
-            .collect();
+        let late: Vec<&Estimate> = est.iter().filter(|e| (5.0..10.0).contains(&e.time.as_secs_f64())).collect();
         assert!(!late.is_empty());
         for e in &late {
             assert!((e.value.as_mbps() - 60.0).abs() < 6.0, "{e:?}");
@@ -407,10 +358,7 @@ mod tests {
         }
         assert!(prober.smoothed().is_some());
         // no echo was given up on a loss-free path
-        assert_eq!(
-            prober.probes_sent(),
-            prober.echoes_received() + prober.in_flight() as u64
-        );
+        assert_eq!(prober.probes_sent(), prober.echoes_received() + prober.in_flight() as u64);
         if std::env::var_os("IMTCP_DUMP").is_some() {
             for e in &est {
                 eprintln!(
@@ -427,18 +375,11 @@ mod tests {
 
     #[test]
     fn after_echoes_spacing_uses_early_stop() {
-        let cfg = EchoConfig {
-            spacing: StreamSpacing::AfterEchoes,
-            ..Default::default()
-        };
+        let cfg = EchoConfig { spacing: StreamSpacing::AfterEchoes, ..Default::default() };
         let (est, prober) = run(cfg, &[(0.0, 60.0), (5.0, 90.0)], 12.0);
         assert!(!est.is_empty());
         // jump to 90 above the narrow range: streams 1 and 2 flat -> early stop
-        assert!(
-            prober.measurer().stats().early_stops >= 1,
-            "{:?}",
-            prober.measurer().stats()
-        );
+        assert!(prober.measurer().stats().early_stops >= 1, "{:?}", prober.measurer().stats());
         let last = est.last().unwrap();
         assert!((last.value.as_mbps() - 90.0).abs() < 9.0, "{last:?}");
     }
@@ -452,10 +393,7 @@ mod tests {
             let mut sum = 0.0;
             for seed in [42u64, 7, 1234] {
                 let cfg = EchoConfig {
-                    measurement: MeasurementConfig {
-                        stream_len: n,
-                        ..Default::default()
-                    },
+                    measurement: MeasurementConfig { stream_len: n, ..Default::default() },
                     ..Default::default()
                 };
                 let (est, _) = run_on(cfg, &[(0.0, 60.0), (5.0, 40.0)], 10.0, Some(seed));

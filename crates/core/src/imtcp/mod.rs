@@ -68,8 +68,8 @@ pub use algorithm::{
     StreamKind, StreamPlan,
 };
 pub use control::{
-    ControlConfig, ControlState, ControlStats, FirstPacketWait, ImtcpBuffer, MPolicy, PassReason, SharedImtcp, StoringRate,
-    StoringTimer,
+    ControlConfig, ControlState, ControlStats, FirstPacketWait, ImtcpBuffer, MPolicy, PassReason, SharedImtcp,
+    StoringRate, StoringTimer,
 };
 pub use echo::{EchoConfig, EchoProber, Probe, StreamSpacing};
 pub use passive::{Hoe, PassiveEstimator, Rab, Westwood, WestwoodVariant};

@@ -163,11 +163,7 @@ impl PassiveEstimator for Westwood {
             WestwoodVariant::Plus => {
                 let start = *self.window_start.get_or_insert(ev.now);
                 self.pending_bytes += d;
-                let rtt = ev
-                    .srtt
-                    .or(ev.rtt)
-                    .unwrap_or(Dur::from_millis(100))
-                    .max(Dur::from_millis(50));
+                let rtt = ev.srtt.or(ev.rtt).unwrap_or(Dur::from_millis(100)).max(Dur::from_millis(50));
                 let dt = ev.now.saturating_since(start);
                 if dt >= rtt {
                     let b = (self.pending_bytes * 8) as f64 / dt.as_secs_f64();
@@ -232,16 +228,8 @@ impl PassiveEstimator for Hoe {
         if self.acks.len() == 3 {
             // least-squares slope of ack number (bytes) over time
             let t0 = self.acks[0].0;
-            let xs: Vec<f64> = self
-                .acks
-                .iter()
-                .map(|a| a.0.saturating_since(t0).as_secs_f64())
-                .collect();
-            let ys: Vec<f64> = self
-                .acks
-                .iter()
-                .map(|a| a.1.saturating_sub(self.acks[0].1) as f64 * 8.0)
-                .collect();
+            let xs: Vec<f64> = self.acks.iter().map(|a| a.0.saturating_since(t0).as_secs_f64()).collect();
+            let ys: Vec<f64> = self.acks.iter().map(|a| a.1.saturating_sub(self.acks[0].1) as f64 * 8.0).collect();
             let mx = xs.iter().sum::<f64>() / 3.0;
             let my = ys.iter().sum::<f64>() / 3.0;
             let sxx: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
@@ -386,14 +374,8 @@ mod tests {
         // two duplicate ACKs (each credited one segment), then a cumulative ACK of three
         // segments: only the third segment is new
         let base = 100 * 1460;
-        w.on_ack(&AckEvent {
-            dup_acks: 1,
-            ..ack(101_000, base, 0)
-        });
-        w.on_ack(&AckEvent {
-            dup_acks: 2,
-            ..ack(102_000, base, 0)
-        });
+        w.on_ack(&AckEvent { dup_acks: 1, ..ack(101_000, base, 0) });
+        w.on_ack(&AckEvent { dup_acks: 2, ..ack(102_000, base, 0) });
         assert_eq!(w.accounted, 2 * 1460);
         assert_eq!(w.delivered(&ack(103_000, base + 3 * 1460, 3 * 1460)), 1460);
         assert_eq!(w.accounted, 0);

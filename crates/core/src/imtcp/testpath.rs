@@ -62,10 +62,7 @@ impl FluidPath {
 
     /// The same path with packet cross traffic of the same mean rate (seeded).
     pub fn with_packet_cross(mut self, seed: u64) -> FluidPath {
-        self.packets = Some(CrossPackets {
-            state: seed.wrapping_mul(0x9E3779B97F4A7C15) | 1,
-            next: 0.0,
-        });
+        self.packets = Some(CrossPackets { state: seed.wrapping_mul(0x9E3779B97F4A7C15) | 1, next: 0.0 });
         self
     }
 
@@ -79,11 +76,7 @@ impl FluidPath {
                 self.backlog += cp.size_bits();
                 last = cp.next.max(last);
                 let rate = self.cross / mean_bits;
-                cp.next += if rate > 0.0 {
-                    -cp.uniform().ln() / rate
-                } else {
-                    f64::INFINITY
-                };
+                cp.next += if rate > 0.0 { -cp.uniform().ln() / rate } else { f64::INFINITY };
             }
             self.backlog = (self.backlog - self.capacity * (now - last).max(0.0)).max(0.0);
             self.last = self.last.max(t);

@@ -67,12 +67,7 @@ pub struct TrendConfig {
 
 impl Default for TrendConfig {
     fn default() -> Self {
-        TrendConfig {
-            pct_increasing: 0.66,
-            pct_not_increasing: 0.54,
-            pdt_increasing: 0.55,
-            pdt_not_increasing: 0.45,
-        }
+        TrendConfig { pct_increasing: 0.66, pct_not_increasing: 0.54, pdt_increasing: 0.55, pdt_not_increasing: 0.45 }
     }
 }
 
@@ -158,25 +153,13 @@ pub fn classify(pct: f64, pdt: f64, cfg: &TrendConfig) -> Trend {
 pub fn trend_of(delays: &[f64], cfg: &TrendConfig) -> TrendReport {
     let medians = group_medians(delays);
     if medians.len() < 3 {
-        return TrendReport {
-            pct: None,
-            pdt: None,
-            trend: Trend::Unsure,
-        };
+        return TrendReport { pct: None, pdt: None, trend: Trend::Unsure };
     }
     let (Some(p), Some(d)) = (pct(&medians), pdt(&medians)) else {
-        return TrendReport {
-            pct: None,
-            pdt: None,
-            trend: Trend::Unsure,
-        };
+        return TrendReport { pct: None, pdt: None, trend: Trend::Unsure };
     };
     let trend = classify(p, d, cfg);
-    TrendReport {
-        pct: Some(p),
-        pdt: Some(d),
-        trend,
-    }
+    TrendReport { pct: Some(p), pdt: Some(d), trend }
 }
 
 #[cfg(test)]
