@@ -11,7 +11,6 @@ pub mod net;
 pub mod output;
 pub mod passive;
 pub mod probe;
-pub mod rng;
 pub mod scenario;
 pub mod serde_units;
 pub mod sweep;

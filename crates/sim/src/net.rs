@@ -24,7 +24,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use headroom_core::units::{Dur, Rate, Time};
 
-use crate::rng::Rng;
+use headroom_core::rng::Rng;
 
 pub type NodeId = u16;
 pub type LinkId = u32;

@@ -9,8 +9,7 @@
 //! window inflation during fast recovery lets new segments out). A cwnd below one segment sends
 //! one segment at a time, every `srtt * mss / cwnd` (TCP Nice's fractional window).
 //!
-//! Retransmission timer per RFC 6298: first sample `SRTT = R, RTTVAR = R/2`, then
-//! `RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|`, `SRTT = 7/8 SRTT + 1/8 R`,
+//! Retransmission timer per RFC 6298 (core's [`RttEstimator`]):
 //! `RTO = max(min_rto, SRTT + max(G, 4 RTTVAR))`, at most `max_rto`; the deadline is rounded up
 //! to a multiple of the clock granularity G (a coarse BSD timer fires only on its ticks). A
 //! timeout doubles the RTO (exponential backoff, kept until a new RTT sample), tells the
@@ -38,6 +37,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use headroom_core::cc::{AckAction, AckEvent, CongestionControl, Segment, SendBuffer, SentEvent};
 use headroom_core::imtcp::SharedImtcp;
+use headroom_core::rtt::RttEstimator;
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 
 use crate::net::{Ev, Kind, Net, NodeId, Packet};
@@ -153,11 +153,9 @@ pub struct TcpConn {
     pub snd_nxt: u64,
     pub snd_max: u64,
     dupacks: u32,
-    pub srtt: Option<Dur>,
-    rttvar: Dur,
+    /// RFC 6298's estimator (SRTT, RTTVAR, smallest and latest sample).
+    pub rtt: RttEstimator,
     rto: Dur,
-    pub min_rtt: Option<Dur>,
-    pub last_rtt: Option<Dur>,
     rto_deadline: Option<Time>,
     rto_event: Option<Time>,
     karn: Option<(u64, Time)>,
@@ -221,11 +219,8 @@ impl TcpConn {
             snd_nxt: 0,
             snd_max: 0,
             dupacks: 0,
-            srtt: None,
-            rttvar: Dur::ZERO,
+            rtt: RttEstimator::new(),
             rto: params.rto.initial,
-            min_rtt: None,
-            last_rtt: None,
             rto_deadline: None,
             rto_event: None,
             karn: None,
@@ -291,7 +286,7 @@ impl TcpConn {
                 if outstanding > 0 {
                     break;
                 }
-                if let Some(srtt) = self.srtt.filter(|_| self.counters.segments_sent > 0) {
+                if let Some(srtt) = self.rtt.srtt().filter(|_| self.counters.segments_sent > 0) {
                     let due = self.last_send + srtt.mul_f64(mss as f64 / win.cwnd.0.max(1) as f64);
                     if now < due {
                         self.arm_wakeup(net, due);
@@ -475,23 +470,9 @@ impl TcpConn {
     }
 
     fn update_rtt(&mut self, r: Dur) {
-        let r = r.max(Dur(1));
-        match self.srtt {
-            None => {
-                self.srtt = Some(r);
-                self.rttvar = Dur(r.0 / 2);
-            }
-            Some(s) => {
-                let diff = s.0.abs_diff(r.0);
-                self.rttvar = Dur((3 * self.rttvar.0 + diff) / 4);
-                self.srtt = Some(Dur((7 * s.0 + r.0) / 8));
-            }
-        }
+        self.rtt.on_sample(r);
         let p = self.params.rto;
-        let srtt = self.srtt.unwrap_or(r);
-        self.rto = (srtt + p.granularity.max(Dur(4 * self.rttvar.0))).max(p.min).min(p.max);
-        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
-        self.last_rtt = Some(r);
+        self.rto = self.rtt.rto(p.granularity, p.min, p.max).unwrap_or(self.rto);
     }
 
     /// An ACK arrived at the sender.
@@ -546,8 +527,8 @@ impl TcpConn {
             newly_acked: Bytes(newly),
             dup_acks: self.dupacks,
             rtt,
-            srtt: self.srtt,
-            min_rtt: self.min_rtt,
+            srtt: self.rtt.srtt(),
+            min_rtt: self.rtt.min_rtt(),
             delivery_rate,
             in_flight: Bytes(self.snd_max - self.snd_una),
             snd_max: self.snd_max,
@@ -760,8 +741,8 @@ mod tests {
         let outage = Some((Time::ZERO, Time::from_secs_f64(0.5)));
         let (c, _) = drive(cc, params, outage, Time::from_secs_f64(5.0));
         assert!(c.counters.timeouts >= 1);
-        let srtt = c.srtt.expect("later segments give samples").as_secs_f64();
+        let srtt = c.rtt.srtt().expect("later segments give samples").as_secs_f64();
         assert!((0.099..0.11).contains(&srtt), "srtt {srtt:.4} s (path RTT 100 ms)");
-        assert!(c.min_rtt.unwrap().as_secs_f64() < 0.11);
+        assert!(c.rtt.min_rtt().unwrap().as_secs_f64() < 0.11);
     }
 }

@@ -109,8 +109,8 @@ use headroom_core::units::{Bytes, Dur, Rate, Time};
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use crate::rng::{self, Rng};
 use crate::serde_units::{de_bytes_nonzero, de_dur, de_dur_nonzero, de_opt_bytes, de_opt_dur, de_rate_nonzero};
+use headroom_core::rng::{self, Rng};
 
 /// The trimodal Internet packet-size mix: `(IP size in bytes, integer weight)`. See the module
 /// documentation for its source.

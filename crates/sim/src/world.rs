@@ -12,9 +12,9 @@
 //! download time runs from the requests to the last byte of the last object; then the client
 //! thinks again. Connection set-up is the request's one-way trip: SYN/SYN-ACK are not modelled.
 
-use headroom_core::becc::Becc;
+use headroom_core::cc::becc::Becc;
+use headroom_core::cc::reno::{Recovery, Reno, RenoConfig, SsthreshRule};
 use headroom_core::cc::CongestionControl;
-use headroom_core::reno::{Recovery, Reno, RenoConfig, SsthreshRule};
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -28,10 +28,10 @@ use headroom_core::imtcp::{
 use crate::net::{Counters, Ev, Kind, Link, Net, NodeId, Packet, QueueLimit};
 use crate::passive::{PassiveTap, TapState};
 use crate::probe::{EstimateRow, ImtcpEchoProber, Prober, TrainProber};
-use crate::rng::Rng;
 use crate::scenario::{rto_preset, ImtcpSpec, ProbeSpec, Scenario};
 use crate::tcp::{Owner, TcpConn, TcpOutcome, TcpParams};
 use crate::traffic::{UdpSource, WebModel};
+use headroom_core::rng::Rng;
 
 /// Size of a web request packet on the wire (an HTTP GET with headers).
 pub const REQUEST_SIZE: u32 = 300;
@@ -763,7 +763,7 @@ impl World {
                 let (stat, owner) = (c.stat, c.owner);
                 if !self.passive.is_empty() {
                     if let Some((_, tap)) = self.passive.iter().find(|(s, _)| *s == stat) {
-                        tap.borrow_mut().on_data_arrival(net.now, p.size as u64, c.srtt);
+                        tap.borrow_mut().on_data_arrival(net.now, p.size as u64, c.rtt.srtt());
                     }
                 }
                 let s = &mut self.stats[stat as usize];
@@ -1029,7 +1029,7 @@ impl World {
                 }
             }
             if self.trace_rtt {
-                if let Some(r) = c.last_rtt {
+                if let Some(r) = c.rtt.latest() {
                     self.trace.push(TraceRow { time: now, series, metric: Metric::RttMs, value: r.as_millis_f64() });
                 }
             }
@@ -1072,7 +1072,7 @@ impl World {
                 s.fast_retransmits = c.counters.fast_retransmits;
                 s.timeouts = c.counters.timeouts;
                 s.acks = c.counters.acks_received;
-                s.min_rtt_ms = c.min_rtt.map(|r| r.as_millis_f64());
+                s.min_rtt_ms = c.rtt.min_rtt().map(|r| r.as_millis_f64());
                 if let Some(done) = c.completed {
                     s.stop_s = done.as_secs_f64();
                 }

@@ -117,7 +117,7 @@ fn reno_under_random_loss_follows_the_loss_models() {
             "300s",
         );
         let (w, r) = run(&src);
-        let rtt = w.bulk_conn(0).unwrap().srtt.unwrap().as_secs_f64();
+        let rtt = w.bulk_conn(0).unwrap().rtt.srtt().unwrap().as_secs_f64();
         let measured = r.flows[0].throughput_mbps * 1e6 / 8.0 / mss;
         let mathis = (1.5f64 / p).sqrt() / rtt;
         let model = padhye(rtt, p, 0.2f64.max(rtt * 2.0));

@@ -101,6 +101,7 @@ use std::rc::Rc;
 use super::algorithm::{ConfigError, MeasurementConfig, Measurer, StreamKey, StreamPlan};
 use super::Estimate;
 use crate::cc::{AckEvent, Segment, SendBuffer};
+use crate::rtt::RttEstimator;
 use crate::units::{Bytes, Dur, Rate, Time};
 
 /// How `m` (segments held before a stream starts) is set.
@@ -245,8 +246,7 @@ pub struct ImtcpBuffer {
     round_start: Option<Time>,
     next_round_at: Time,
     probes: VecDeque<ProbeRef>,
-    srtt: Option<Dur>,
-    rttvar: Dur,
+    rtt: RttEstimator,
     mss: Bytes,
     window_hint: Option<Bytes>,
     window_seen: Option<Bytes>,
@@ -296,8 +296,7 @@ impl ImtcpBuffer {
             round_start: None,
             next_round_at: Time::ZERO,
             probes: VecDeque::new(),
-            srtt: None,
-            rttvar: Dur::ZERO,
+            rtt: RttEstimator::new(),
             mss: Bytes(1460),
             window_hint: None,
             window_seen: None,
@@ -350,7 +349,7 @@ impl ImtcpBuffer {
     }
 
     fn can_measure(&self) -> bool {
-        self.srtt.is_some() && self.window().is_some_and(|w| w.0 >= self.n() as u64 * self.mss.0)
+        self.rtt.srtt().is_some() && self.window().is_some_and(|w| w.0 >= self.n() as u64 * self.mss.0)
     }
 
     fn wire(&self, seg: &Segment) -> Bytes {
@@ -359,7 +358,7 @@ impl ImtcpBuffer {
 
     /// The storing timer `T` (§3.4.2).
     fn storing_time(&self) -> Dur {
-        let srtt = self.srtt.unwrap_or(Dur::from_millis(100));
+        let srtt = self.rtt.srtt().unwrap_or(Dur::from_millis(100));
         match self.cfg.storing_timer {
             StoringTimer::Fixed(t) => t,
             StoringTimer::Adaptive { max_storing_rtts } => {
@@ -376,7 +375,7 @@ impl ImtcpBuffer {
                     Some(a) => Dur(m_bytes.time_at(a).0.saturating_mul(self.n() as u64 - 1)),
                     None => srtt,
                 };
-                let t = send + Dur(self.rttvar.0.saturating_mul(4));
+                let t = send + Dur(self.rtt.rttvar().0.saturating_mul(4));
                 match max_storing_rtts {
                     Some(x) => t.min(srtt.mul_f64(x)),
                     None => t,
@@ -452,7 +451,7 @@ impl ImtcpBuffer {
             }
         }
         self.round_failed = false;
-        let srtt = self.srtt.unwrap_or(Dur::ZERO);
+        let srtt = self.rtt.srtt().unwrap_or(Dur::ZERO);
         let after_end = now + srtt.mul_f64(self.cfg.interval_rtts);
         let one_per_rtt = self.round_start.map_or(now, |s| s + srtt);
         self.next_round_at = after_end.max(one_per_rtt);
@@ -543,8 +542,8 @@ impl ImtcpBuffer {
     }
 
     fn ack_wait(&self) -> Dur {
-        let srtt = self.srtt.unwrap_or(Dur::from_secs(1));
-        srtt.mul_f64(self.cfg.ack_wait_rtts) + Dur(self.rttvar.0.saturating_mul(4))
+        let srtt = self.rtt.srtt().unwrap_or(Dur::from_secs(1));
+        srtt.mul_f64(self.cfg.ack_wait_rtts) + Dur(self.rtt.rttvar().0.saturating_mul(4))
     }
 
     fn pop(&mut self, now: Time) -> Option<Segment> {
@@ -591,18 +590,9 @@ impl ImtcpBuffer {
 
     fn update_rtt(&mut self, ev: &AckEvent) {
         if let Some(r) = ev.rtt {
-            match self.srtt {
-                None => {
-                    self.srtt = Some(r);
-                    self.rttvar = Dur(r.0 / 2);
-                }
-                Some(s) => {
-                    self.rttvar = Dur((3 * self.rttvar.0 + s.0.abs_diff(r.0)) / 4);
-                    self.srtt = Some(Dur((7 * s.0 + r.0) / 8));
-                }
-            }
-        } else if self.srtt.is_none() {
-            self.srtt = ev.srtt;
+            self.rtt.on_sample(r);
+        } else if let Some(s) = ev.srtt {
+            self.rtt.adopt_srtt(s);
         }
         if ev.mss.0 > 0 {
             self.mss = ev.mss;
@@ -1093,7 +1083,7 @@ mod tests {
         assert_in_order_and_complete(&h);
         assert_eq!(h.buf.held(), 0, "segments stranded in the buffer");
         assert_eq!(h.snd_una, h.snd_nxt, "TCP stalled with data outstanding");
-        let srtt = h.buf.srtt.unwrap();
+        let srtt = h.buf.rtt.srtt().unwrap();
         // holding is bounded by T (at most one SRTT) plus a stream's duration
         assert!(h.buf.stats().max_hold < srtt + srtt + Dur::from_millis(20), "{:?} srtt {srtt}", h.buf.stats());
     }
@@ -1253,7 +1243,7 @@ mod tests {
         // partial (it stops at the second hole); measuring resumes only when an ACK covers
         // everything released before the retransmission.
         let mut b = imtcp(ControlConfig::default());
-        b.srtt = Some(Dur::from_millis(20));
+        b.rtt.adopt_srtt(Dur::from_millis(20));
         b.window_hint = Some(Bytes(100 * MSS));
         b.advance(Time::ZERO);
         for k in 0..4 {
@@ -1286,7 +1276,7 @@ mod tests {
         // their release, not from that instant, or they wait up to 2T (Fig. 9's bound).
         let mut b =
             imtcp(ControlConfig { storing_timer: StoringTimer::Fixed(Dur::from_millis(40)), ..Default::default() });
-        b.srtt = Some(Dur::from_millis(20));
+        b.rtt.adopt_srtt(Dur::from_millis(20));
         b.window_hint = Some(Bytes(100 * MSS));
         b.advance(Time::ZERO);
         let t0 = Time::from_secs_f64(1.0);
@@ -1308,7 +1298,7 @@ mod tests {
     #[test]
     fn retransmitted_segment_release_also_flushes() {
         let mut b = imtcp(ControlConfig::default());
-        b.srtt = Some(Dur::from_millis(20));
+        b.rtt.adopt_srtt(Dur::from_millis(20));
         b.window_hint = Some(Bytes(100 * MSS));
         b.advance(Time::ZERO);
         for i in 0..5 {
@@ -1335,7 +1325,7 @@ mod tests {
             },
             ..Default::default()
         });
-        b.srtt = Some(Dur::from_millis(20));
+        b.rtt.adopt_srtt(Dur::from_millis(20));
         b.window_hint = Some(Bytes(100 * MSS));
         b.m = 2;
         b.advance(Time::ZERO);

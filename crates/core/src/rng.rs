@@ -1,4 +1,5 @@
-//! The simulator's deterministic pseudo-random number generator.
+//! headroom's deterministic pseudo-random number generator (the simulator's, and every other random
+//! consumer's: testbed traffic, test paths).
 //!
 //! # Algorithm
 //!

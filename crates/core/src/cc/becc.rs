@@ -115,8 +115,8 @@
 
 use std::fmt;
 
+use crate::cc::reno::{Recovery, Reno, RenoConfig};
 use crate::cc::{AckAction, AckEvent, CongestionControl, SentEvent, Window};
-use crate::reno::{Recovery, Reno, RenoConfig};
 use crate::units::{Bytes, Dur, Rate, Time};
 
 /// `snd_swnd` before the first congestion: no limit.

@@ -1,5 +1,12 @@
-//! The sans-IO congestion-control interface that every TCP sender in headroom drives: the
-//! simulator's TCP, the BPF `struct_ops` port and the inline-measurement sender on sockets.
+//! Congestion control: the sans-IO interface that every TCP sender in headroom drives (today the
+//! simulator's TCP; the inline-measurement sender on sockets and the BPF `struct_ops` ports are
+//! planned), and every controller behind it:
+//!
+//! - [`reno`] — Reno and NewReno (RFC 5681, RFC 6582), with the variants the papers' simulators used;
+//! - [`becc`] — BECC's bandwidth window on Reno (Kugimoto & Amagai 1997).
+//!
+//! Each controller is one file here; the planned ones (Vegas, TCP Nice, TCP-LP, LEDBAT, HighSpeed
+//! TCP, Westwood+, CUBIC, ImTCP's background and full-speed modes) land beside them.
 //!
 //! # Division of labour
 //!
@@ -26,6 +33,12 @@
 //!
 //! Below TCP sits an optional [`SendBuffer`] (ImTCP's "ImTCP buffer"): segments released by the
 //! window go into it and it decides when each one leaves; it sees every ACK's arrival time.
+
+pub mod becc;
+pub mod reno;
+
+pub use becc::Becc;
+pub use reno::{Recovery, Reno, RenoConfig, SsthreshRule};
 
 use crate::units::{Bytes, Dur, Rate, Time};
 
