@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs headroom's whole test suite. Installs the system packages the tests need first (as root,
-# on Debian 12). Tests that need root or network namespaces skip with a printed reason without them.
+# on Debian 12), then checks style (rustfmt, clippy with warnings denied) and runs the tests. Tests that
+# need root or network namespaces skip with a printed reason without them, and fail under CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,5 +18,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     fi
 fi
 
-# Release profile: the simulator tests run paper-scale scenarios.
+command -v rustfmt >/dev/null 2>&1 || rustup component add rustfmt 2>/dev/null || true
+command -v cargo-clippy >/dev/null 2>&1 || rustup component add clippy 2>/dev/null || true
+
+echo "== cargo fmt --check =="
+cargo fmt --all --check
+echo "== cargo clippy (warnings denied) =="
+cargo clippy --workspace --all-targets --release --locked -- -D warnings
+echo "== cargo test =="
+# Release profile: the simulator tests run paper-scale scenarios. Under CI (CI=true, root) a
+# root-only test that cannot run fails instead of printing SKIP.
 cargo test --workspace --release --locked -- --test-threads="${TEST_THREADS:-2}"

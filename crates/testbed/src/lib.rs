@@ -77,6 +77,58 @@ pub mod sys;
 pub mod topology;
 pub mod traffic;
 
+/// For tests that need the testbed (root, network namespaces, `tc`): `true` when they can run
+/// here. Otherwise it prints `SKIP: <reason>` (to the stderr handle, so libtest's capture lets it
+/// through) and returns `false` — except under CI (`CI` set to `true` or `1`), where a skip is a
+/// failure: it panics with the reason, so a broken namespace set-up can never pass as green.
+pub fn testbed_available_for_test() -> bool {
+    match skip_verdict(unsupported_reason(), std::env::var("CI").ok().as_deref()) {
+        SkipVerdict::Run => true,
+        SkipVerdict::Skip(why) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "SKIP: {why}");
+            false
+        }
+        SkipVerdict::Fail(why) => panic!("{why}"),
+    }
+}
+
+/// What a root-only test does ([`testbed_available_for_test`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum SkipVerdict {
+    Run,
+    Skip(String),
+    Fail(String),
+}
+
+/// The rule behind [`testbed_available_for_test`]: run when supported; skip with the reason
+/// elsewhere; fail under CI (`ci` is the `CI` variable's value).
+pub fn skip_verdict(unsupported: Option<String>, ci: Option<&str>) -> SkipVerdict {
+    match (unsupported, ci) {
+        (None, _) => SkipVerdict::Run,
+        (Some(why), Some("true" | "1")) => {
+            SkipVerdict::Fail(format!("CI is set, and under CI a skipped root test is a failure: {why}"))
+        }
+        (Some(why), _) => SkipVerdict::Skip(why),
+    }
+}
+
 pub use bed::{down_all, down_stale, find_host, list_runs, unsupported_reason, Host, QueueStats, RunState, Testbed};
 pub use delaybox::CounterSnapshot;
 pub use topology::{Bottleneck, Buffer, FlowKind, HostSpec, Scenario, Side, Topology};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skip_is_a_failure_under_ci_only() {
+        assert_eq!(skip_verdict(None, Some("true")), SkipVerdict::Run);
+        assert_eq!(skip_verdict(Some("not root".into()), None), SkipVerdict::Skip("not root".into()));
+        assert_eq!(skip_verdict(Some("not root".into()), Some("false")), SkipVerdict::Skip("not root".into()));
+        assert!(
+            matches!(skip_verdict(Some("not root".into()), Some("true")), SkipVerdict::Fail(w) if w.contains("not root"))
+        );
+        assert!(matches!(skip_verdict(Some("no tc".into()), Some("1")), SkipVerdict::Fail(_)));
+    }
+}
