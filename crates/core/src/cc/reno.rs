@@ -21,6 +21,22 @@
 //! A retransmission timeout sets `ssthresh = max(FlightSize / 2, 2 * SMSS)` and `cwnd` to one
 //! segment (the loss window), and leaves recovery.
 //!
+//! **A timeout during NewReno's fast recovery keeps the recovery's `ssthresh`.** RFC 6582 §3.2
+//! step 4 ends recovery on a timeout but does not say what `FlightSize` means then. The sender
+//! knows only `snd_max − snd_una`, and during a recovery that one RTT does not end (a lost
+//! retransmission, or more holes than the impatient timer allows for) that figure grows by one
+//! segment per duplicate ACK: each one let a new segment out while the segment it reports had
+//! left the network. Halving it gives an `ssthresh` far above what the path holds: on a 50 Mbit/s,
+//! 20 ms path with a 100-packet buffer (BDP + buffer = 183 segments) it reached 400–460
+//! segments, so every slow start overshot, lost hundreds of segments and timed out again; the
+//! flow delivered 20.6 Mbit/s with 58 timeouts where Reno delivers 47.8. The reduction for this
+//! congestion event was made when recovery began, so NewReno keeps it, as Linux's
+//! `tcp_enter_loss` does ("reduce ssthresh if it has not yet been made inside this window") and
+//! as ns-3's NewReno effectively does (its bytes in flight leave out segments that duplicate ACKs
+//! reported). Reno keeps halving `snd_max − snd_una`: the 4.4BSD and ns-2 Reno the papers used
+//! did so (from the inflated `cwnd`, which is the same figure), and BECC's and ImTCP's
+//! reproductions depend on it.
+//!
 //! **The recover guard** ([`RenoConfig::recover_guard`], Reno only; NewReno always has it):
 //! a third duplicate ACK starts fast retransmit only when the cumulative ACK has passed
 //! `recover`, the highest sequence sent when the last fast retransmit or timeout happened. This
@@ -224,7 +240,10 @@ impl CongestionControl for Reno {
     }
 
     fn on_timeout(&mut self, _now: Time, in_flight: Bytes) {
-        self.ssthresh = self.halve(in_flight);
+        // See the module doc: NewReno's reduction for this congestion event was made on entry.
+        if !(self.in_recovery && self.variant == Recovery::NewReno) {
+            self.ssthresh = self.halve(in_flight);
+        }
         self.cwnd = self.mss;
         self.in_recovery = false;
         self.recover = self.snd_max;
@@ -380,5 +399,36 @@ mod tests {
         r.on_ack(&ack(26_000, 20_000, 0, 1000, 27_000));
         let fr = (1..=3).map(|d| r.on_ack(&ack(26_000, 0, d, 1000, 27_000))).any(|a| a == AckAction::FastRetransmit);
         assert!(fr);
+    }
+
+    #[test]
+    fn newreno_timeout_in_recovery_keeps_the_recovery_ssthresh() {
+        // Recovery starts with 20 segments outstanding: ssthresh 10. Its retransmission is lost;
+        // 300 duplicate ACKs inflate cwnd and let 300 new segments out, so snd_max − snd_una is
+        // 320 segments when the timer fires. Halving that (160) would be far above the path.
+        let mut r = Reno::newreno(cfg());
+        r.set_cwnd(Bytes(20_000));
+        for d in 1..=3 {
+            r.on_ack(&ack(5000, 0, d, 20_000, 25_000));
+        }
+        assert_eq!(r.ssthresh(), Bytes(10_000));
+        for d in 4..=303 {
+            r.on_ack(&ack(5000, 0, d, 20_000 + (d as u64 - 3) * 1000, 25_000 + (d as u64 - 3) * 1000));
+        }
+        r.on_timeout(Time(1), Bytes(320_000));
+        assert_eq!(r.ssthresh(), Bytes(10_000), "kept from recovery entry");
+        assert_eq!(r.cwnd(), Bytes(1000));
+        assert!(!r.in_recovery());
+        // Outside recovery a timeout halves the flight as RFC 5681 says.
+        r.on_timeout(Time(2), Bytes(40_000));
+        assert_eq!(r.ssthresh(), Bytes(20_000));
+        // Reno halves the flight even inside recovery (the papers' Reno).
+        let mut reno = Reno::reno(cfg());
+        reno.set_cwnd(Bytes(20_000));
+        for d in 1..=3 {
+            reno.on_ack(&ack(5000, 0, d, 20_000, 25_000));
+        }
+        reno.on_timeout(Time(1), Bytes(320_000));
+        assert_eq!(reno.ssthresh(), Bytes(160_000));
     }
 }
