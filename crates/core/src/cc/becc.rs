@@ -68,8 +68,8 @@
 //!   arriving at the same instant). ACK bytes therefore always land in the period that contains
 //!   their arrival time, whether `on_timer` was called on time, late, several times, or not at
 //!   all: the outcome does not depend on the driver's timer accuracy or on the order in which it
-//!   delivers simultaneous events. A port without per-connection timers (BPF `struct_ops`) can
-//!   run the same catch-up from the ACK path alone.
+//!   delivers simultaneous events. A port without per-connection timers (a BPF `struct_ops`
+//!   port, planned) could run the same catch-up from the ACK path alone.
 //!
 //! # Integer arithmetic
 //!
