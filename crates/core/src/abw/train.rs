@@ -37,11 +37,9 @@
 //!    - [`JudgeReason::Cut`]: the cut deadline `origin + cut_after` passed
 //!      ([`JudgePolicy::cut_after`]). The train is judged as if it had ended with its last
 //!      packet received: the packets after it are still on their way, not lost. A train above
-//!      the available bandwidth queues behind itself, so its last packets arrive late (15–35 ms
-//!      on the PathQuick paper's 12 Mbit/s path at 9 Mbit/s of cross traffic, measured on the
-//!      testbed, docs/pathquick.md); they probe rates past the knee, where the unterminated
-//!      excursion already started (PathQuick §3.4, pathChirp §2.3), so the estimate does not
-//!      need them.
+//!      the available bandwidth queues behind itself, so its last packets arrive late; they
+//!      probe rates past the knee, where the unterminated excursion already started (PathQuick
+//!      §3.4, pathChirp §2.3), so the estimate does not need them.
 //!    - [`JudgeReason::EndOfTrain`]: the end of the train was known `end_grace` ago
 //!      ([`JudgePolicy::end_grace`]), or [`JudgeReason::GaveUp`]: `origin + give_up_after`
 //!      passed. The train is judged whole: packets not in are **lost**. A lost tail is not a
