@@ -27,7 +27,7 @@ fn mae_with(method: &str, keys: &str, cross: f64, trains: u32, seed: u64) -> (f6
     let errors: Vec<f64> = w
         .estimates
         .iter()
-        .filter(|e| e.method == method)
+        .filter(|e| e.method.name() == method)
         .filter_map(|e| e.value)
         .map(|v| (v.as_mbps() - truth).abs())
         .collect();

@@ -9,8 +9,8 @@
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
 use crate::wire::{ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::{
-    estimate_train, excursion::combine, ChirpSpec, DesignError, EstimatorConfig, Method, Outcome, ProbeRecord,
-    QuickSpec, TrainDesign, TrainEstimate, RAMP_DECREASE_FACTOR,
+    excursion::combine, ChirpSpec, DesignError, EstimatorConfig, JudgePolicy, Method, Outcome, PacketFate, Poll,
+    ProbeRecord, QuickSpec, TrainDesign, TrainEstimate, TrainJudge, TrainPacket, RAMP_DECREASE_FACTOR,
 };
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 use std::fmt;
@@ -42,7 +42,7 @@ pub struct EstimateOptions {
     pub estimator: EstimatorConfig,
     /// Judge each train at `handshake RTT + train length + judge_slack` after asking for it,
     /// with the packets that have arrived by then; `None` waits for the whole train (or
-    /// `timeout`). See [`run_train`]'s doc.
+    /// `timeout`). See [`TrainReceiver`]'s doc.
     pub judge_slack: Option<Duration>,
 }
 
@@ -351,26 +351,15 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
     let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
     let judge_after =
         options.judge_slack.map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
+    let policy = JudgePolicy::socket_receiver(judge_after.map(dur), dur(train_timeout));
     let base_train = (nonce as u32) & 0x7fff_ffff;
     for r in 0..options.repeat.max(1) {
         let train = base_train.wrapping_add(r);
         let mut attempts = 0;
         let report = loop {
             attempts += 1;
-            match run_train(
-                &sock,
-                server,
-                nonce,
-                cookie,
-                train,
-                &params,
-                &schedule,
-                train_timeout,
-                judge_after,
-                options,
-                &mut buf,
-                &mut out,
-            ) {
+            let receiver = TrainReceiver::new(train, &schedule, policy, options.estimator);
+            match run_train(&sock, server, nonce, cookie, &params, receiver, train_timeout, &mut buf, &mut out) {
                 Ok((rep, kernel)) => {
                     all_kernel &= kernel;
                     break rep;
@@ -429,140 +418,138 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
     })
 }
 
-/// Asks for one train and collects it.
+fn dur(d: Duration) -> Dur {
+    Dur(d.as_nanos().min(u64::MAX as u128) as u64)
+}
+
+/// The caller's side of one train, without the socket: turns the train's datagrams into core's
+/// [`TrainJudge`] events and the judged train into a [`TrainReport`]. Its clock (`now`) is the
+/// time since START was sent; receive timestamps are the kernel's (or the caller's) and only
+/// enter the records.
 ///
-/// **When the train is judged.** The estimate is made when every packet has arrived or, with
-/// `judge_after` (handshake RTT + train length + [`EstimateOptions::judge_slack`]), at that
-/// moment after START, whichever comes first. A train above the available bandwidth queues
-/// behind itself, so its last packets arrive late (15–35 ms on the paper's 12 Mbit/s path at
-/// 9 Mbit/s of cross traffic); they probe rates past the knee, which the estimate does not
-/// need. Packets not yet arrived at the deadline are left out of the train (it is judged as if
-/// it had ended with the last packet received, not as a tail loss) and counted in
-/// [`TrainReport::after_deadline`]. After judging, the client still waits up to 50 ms for the
-/// server's END (its spacing report); that wait is not part of [`TrainReport::elapsed`].
+/// **When the train is judged** ([`JudgePolicy::socket_receiver`], rules in
+/// `headroom_core::abw::train`): when every packet has arrived or, with a cut deadline
+/// (handshake RTT + train length + [`EstimateOptions::judge_slack`] after START), at that
+/// moment, whichever comes first. A train above the available bandwidth queues behind itself,
+/// so its last packets arrive late (15–35 ms on the paper's 12 Mbit/s path at 9 Mbit/s of
+/// cross traffic); they probe rates past the knee, which the estimate does not need. Packets not
+/// yet arrived at the cut deadline are left out of the train (it is judged as if it had ended
+/// with the last packet received, not as a tail loss) and counted in
+/// [`TrainReport::after_deadline`]. Without a cut, the train is judged whole, missing packets
+/// lost, 2 ms after the server's END or at the overall timeout. After judging, the client still
+/// waits up to 50 ms for the END (its spacing report); that wait is not part of
+/// [`TrainReport::elapsed`].
+pub struct TrainReceiver {
+    train: u32,
+    judge: TrainJudge,
+    /// The END's spacing report: mean and worst send-time error (ns), late packets.
+    end: Option<(u32, u32, u16)>,
+    kernel: bool,
+}
+
+impl TrainReceiver {
+    /// A receiver for train number `train` of `schedule`.
+    pub fn new(train: u32, schedule: &[TrainPacket], policy: JudgePolicy, estimator: EstimatorConfig) -> TrainReceiver {
+        TrainReceiver {
+            train,
+            judge: TrainJudge::new(schedule, Time::ZERO, policy, estimator),
+            end: None,
+            kernel: true,
+        }
+    }
+
+    /// The judge, for its state.
+    pub fn judge(&self) -> &TrainJudge {
+        &self.judge
+    }
+
+    /// One decoded datagram, arrived at `now`, stamped `at` (by the kernel if `kernel`).
+    /// Datagrams of other trains are ignored; the server's refusal of this one is an error.
+    pub fn on_message(&mut self, now: Time, msg: &Msg, at: Time, kernel: bool) -> Result<(), RejectReason> {
+        match *msg {
+            Msg::Probe { train, index, send_offset_ns, .. } if train == self.train => {
+                let fate = self.judge.on_packet(now, index as u32, Some(Time(send_offset_ns)), at);
+                // Only the packets judged need a kernel timestamp.
+                self.kernel &= kernel || fate != PacketFate::Accepted;
+            }
+            Msg::End { train, spacing_err_mean_ns, spacing_err_max_ns, late, .. } if train == self.train => {
+                self.end = Some((spacing_err_mean_ns, spacing_err_max_ns, late));
+                self.judge.on_end(now);
+            }
+            Msg::Reject { train, reason, .. } if train == self.train => return Err(reason),
+            _ => {} // stale packets of an earlier train, or noise
+        }
+        Ok(())
+    }
+
+    /// Time is `now`: judge if a deadline passed; keep listening (until when) or stop.
+    pub fn poll(&mut self, now: Time) -> Poll {
+        self.judge.poll(now)
+    }
+
+    /// The report of the judged train (`finished_at`: the wall-clock time it is made) and
+    /// whether every accepted packet had a kernel timestamp; `None` when nothing of the train
+    /// came in (or it is not judged yet).
+    pub fn finish(self, finished_at: Time) -> Option<(TrainReport, bool)> {
+        if self.judge.silent() {
+            return None;
+        }
+        let v = self.judge.verdict()?;
+        let (mean, max, late) = self.end.unwrap_or((0, 0, 0));
+        Some((
+            TrainReport {
+                train: self.train,
+                estimate: v.estimate,
+                elapsed: Duration::from_nanos(v.judgement.ready_at.0),
+                after_deadline: v.after_judging,
+                records: v.records,
+                finished_at,
+                spacing_error_mean: Dur(mean as u64),
+                spacing_error_max: Dur(max as u64),
+                late: late as u32,
+            },
+            self.kernel,
+        ))
+    }
+}
+
+/// Asks for one train and feeds what arrives to `rx` until it says done (see
+/// [`TrainReceiver`] for when the train is judged).
 #[allow(clippy::too_many_arguments)]
 fn run_train(
     sock: &UdpSocket,
     server: SocketAddr,
     nonce: u64,
     cookie: [u8; 16],
-    train: u32,
     params: &TrainParams,
-    schedule: &[headroom_core::abw::TrainPacket],
+    mut rx: TrainReceiver,
     timeout: Duration,
-    judge_after: Option<Duration>,
-    options: &EstimateOptions,
     buf: &mut [u8],
     out: &mut Vec<u8>,
 ) -> Result<(TrainReport, bool), ProbeError> {
-    let n = schedule.len();
-    let mut got: Vec<Option<(u64, Time)>> = vec![None; n];
-    let mut duplicates = 0u32;
-    let mut kernel = true;
-    let mut received = 0usize;
-    let mut end: Option<(u32, u32, u16)> = None;
-    Msg::Start { nonce, cookie, train, params: *params }.encode(out);
+    Msg::Start { nonce, cookie, train: rx.train, params: *params }.encode(out);
     let started = Instant::now();
     sock.send(out).map_err(|e| io_err(server, "train", timeout, e))?;
-    let mut deadline = started + timeout;
-    let judge_at = judge_after.map(|d| started + d);
-    let mut last = started;
-    // When the estimate's inputs were closed: all packets in, or the judging deadline.
-    let mut judged_at: Option<Instant> = None;
-    let mut cut = false;
-    let mut after_deadline = 0u32;
+    let clock = || Time(dur(started.elapsed()).0);
     loop {
-        let now = Instant::now();
-        if judged_at.is_none() {
-            if received == n {
-                judged_at = Some(last);
-            } else if let Some(j) = judge_at.filter(|&j| now >= j) {
-                judged_at = Some(j);
-                cut = true;
-            }
-            if judged_at.is_some() {
-                // The estimate is ready; give the END (sent right after the last probe) a
-                // moment to bring the server's spacing error, without counting that wait.
-                deadline = deadline.min(now + Duration::from_millis(50));
-            }
-        }
-        if (judged_at.is_some() && end.is_some()) || now >= deadline {
-            break;
-        }
-        let wake = match (judged_at, judge_at) {
-            (None, Some(j)) => deadline.min(j),
-            _ => deadline,
+        let now = clock();
+        let until = match rx.poll(now) {
+            Poll::Done => break,
+            // The policy always has a give-up deadline; without one, poll again at once.
+            Poll::Wait { until } => until.unwrap_or(now),
         };
-        sock.set_read_timeout(Some(wake.saturating_duration_since(now).max(Duration::from_micros(10))))
-            .map_err(ProbeError::Io)?;
-        let (len, at, k) = match recv_timestamped(sock, buf) {
+        let wait = Duration::from_nanos(until.saturating_since(now).0).max(Duration::from_micros(10));
+        sock.set_read_timeout(Some(wait)).map_err(ProbeError::Io)?;
+        let (len, at, kernel) = match recv_timestamped(sock, buf) {
             Ok(x) => x,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 continue; // the loop's head decides: judge now, or give up
             }
             Err(e) => return Err(io_err(server, "train", timeout, e)),
         };
-        match Msg::decode(&buf[..len]) {
-            Ok(Msg::Probe { train: t, index, send_offset_ns, .. }) if t == train => {
-                let i = index as usize;
-                if i < n {
-                    if got[i].is_some() {
-                        duplicates += 1;
-                    } else if judged_at.is_some() {
-                        after_deadline += 1;
-                    } else {
-                        got[i] = Some((send_offset_ns, at));
-                        received += 1;
-                        kernel &= k;
-                        last = Instant::now();
-                    }
-                }
-            }
-            Ok(Msg::End { train: t, spacing_err_mean_ns, spacing_err_max_ns, late, .. }) if t == train => {
-                end = Some((spacing_err_mean_ns, spacing_err_max_ns, late));
-                if judged_at.is_none() {
-                    last = Instant::now(); // losses: the train is over when its END is in
-                }
-                // Anything still queued in the socket arrives within a moment.
-                deadline = deadline.min(Instant::now() + Duration::from_millis(2));
-            }
-            Ok(Msg::Reject { train: t, reason, .. }) if t == train => {
-                return Err(ProbeError::Rejected { server, reason });
-            }
-            _ => {} // stale packets of an earlier train, or noise
+        if let Ok(msg) = Msg::decode(&buf[..len]) {
+            rx.on_message(clock(), &msg, at, kernel).map_err(|reason| ProbeError::Rejected { server, reason })?;
         }
     }
-    if received == 0 && end.is_none() {
-        return Err(ProbeError::Timeout { server, waiting_for: "probe train", after: timeout });
-    }
-    // A cut train ends with its last packet received; packets after it were still on their way.
-    let judged_len = if cut { got.iter().rposition(|g| g.is_some()).map_or(0, |i| i + 1) } else { n };
-    let records: Vec<ProbeRecord> = schedule[..judged_len]
-        .iter()
-        .enumerate()
-        .map(|(i, p)| match got[i] {
-            Some((send, recv)) => {
-                ProbeRecord { index: i as u32, send_time: Time(send), recv_time: Some(recv), size: p.size }
-            }
-            // Lost: the scheduled send time stands in for the one the packet carried.
-            None => ProbeRecord { index: i as u32, send_time: Time(p.offset.0), recv_time: None, size: p.size },
-        })
-        .collect();
-    let mut estimate = estimate_train(&records, &options.estimator);
-    estimate.duplicates += duplicates;
-    let (mean, max, late) = end.unwrap_or((0, 0, 0));
-    Ok((
-        TrainReport {
-            train,
-            estimate,
-            elapsed: judged_at.unwrap_or(last).duration_since(started),
-            after_deadline,
-            records,
-            finished_at: realtime_now(),
-            spacing_error_mean: Dur(mean as u64),
-            spacing_error_max: Dur(max as u64),
-            late: late as u32,
-        },
-        kernel,
-    ))
+    rx.finish(realtime_now()).ok_or(ProbeError::Timeout { server, waiting_for: "probe train", after: timeout })
 }

@@ -11,5 +11,7 @@ pub mod server;
 pub mod timing;
 pub mod wire;
 
-pub use client::{estimate, estimate_addr, Estimate, EstimateOptions, ProbeError, Quality, TrainReport, DEFAULT_PORT};
+pub use client::{
+    estimate, estimate_addr, Estimate, EstimateOptions, ProbeError, Quality, TrainReceiver, TrainReport, DEFAULT_PORT,
+};
 pub use server::{Server, ServerConfig, ServerHandle, ServerStats};

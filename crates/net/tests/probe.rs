@@ -1,6 +1,7 @@
 //! End-to-end tests of the probe server and client on loopback (127.0.0.1).
 
 use headroom_core::abw::{Method, Outcome, QuickDesign, TrainDesign};
+use headroom_core::rng::Rng;
 use headroom_core::units::{Bytes, Dur, Rate};
 use headroom_net::server::ServerStats;
 use headroom_net::wire::{Msg, RejectReason, TrainParams};
@@ -96,36 +97,25 @@ fn unreachable_and_silent_servers_give_clear_errors() {
     assert!(e.to_string().contains("no challenge"), "{e}");
 }
 
-/// xorshift64*, enough for fuzzing.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
 #[test]
 fn server_survives_garbage() {
     let server = serve(ServerConfig::default());
     let addr = server.local_addr();
     let fuzz = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let sent = 3000u64;
     let mut buf = vec![0u8; 1600];
     for i in 0..sent {
-        let len = (rng.next() % 1500) as usize;
+        let len = rng.below(1500) as usize;
         for b in buf[..len].iter_mut() {
-            *b = rng.next() as u8;
+            *b = rng.next_u64() as u8;
         }
         // A third look like ours: right magic and version, random type and body.
         if i % 3 == 0 && len >= 4 {
             buf[0] = b'H';
             buf[1] = b'R';
             buf[2] = 1;
-            buf[3] = (rng.next() % 8) as u8;
+            buf[3] = rng.below(8) as u8;
         }
         fuzz.send_to(&buf[..len], addr).unwrap();
         if i % 200 == 0 {

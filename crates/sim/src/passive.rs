@@ -18,12 +18,14 @@ use headroom_core::cc::{AckEvent, PassThrough, Segment, SendBuffer};
 use headroom_core::imtcp::{Hoe, PassiveEstimator, Rab, Westwood, WestwoodVariant};
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 
+use crate::probe::EstimateMethod;
+
 /// Westwood's filter time constant τ (the original estimator; headroom's default).
 pub const WESTWOOD_TAU: Dur = Dur::from_millis(500);
 
 /// One estimator and the sum of its samples in the current interval.
 struct Watched {
-    method: &'static str,
+    method: EstimateMethod,
     estimator: Box<dyn PassiveEstimator>,
     sum: f64,
     count: u64,
@@ -42,10 +44,12 @@ impl TapState {
         let mut on_acks: Vec<Watched> = Vec::new();
         let mut rab = None;
         for n in names {
-            let (method, estimator): (&'static str, Box<dyn PassiveEstimator>) = match n.as_str() {
-                "westwood" => ("westwood", Box::new(Westwood::new(WestwoodVariant::Original, WESTWOOD_TAU))),
-                "westwood+" => ("westwood+", Box::new(Westwood::plus())),
-                "hoe" => ("hoe", Box::new(Hoe::new())),
+            let (method, estimator): (EstimateMethod, Box<dyn PassiveEstimator>) = match n.as_str() {
+                "westwood" => {
+                    (EstimateMethod::Westwood, Box::new(Westwood::new(WestwoodVariant::Original, WESTWOOD_TAU)))
+                }
+                "westwood+" => (EstimateMethod::WestwoodPlus, Box::new(Westwood::plus())),
+                "hoe" => (EstimateMethod::Hoe, Box::new(Hoe::new())),
                 "rab" => {
                     rab = Some((Rab::new(None), 0.0, 0));
                     continue;
@@ -90,7 +94,7 @@ impl TapState {
 
     /// The mean sample of each estimator since the last call (estimators without a sample in
     /// the interval are left out), then resets the sums.
-    pub fn take_means(&mut self, mut emit: impl FnMut(&'static str, Rate)) {
+    pub fn take_means(&mut self, mut emit: impl FnMut(EstimateMethod, Rate)) {
         let mean = |sum: f64, count: u64| Rate((sum / count as f64).max(0.0).round() as u64);
         for w in &mut self.on_acks {
             if w.count > 0 {
@@ -100,7 +104,7 @@ impl TapState {
         }
         if let Some((_, sum, count)) = self.rab.as_mut() {
             if *count > 0 {
-                emit("rab", mean(*sum, *count));
+                emit(EstimateMethod::Rab, mean(*sum, *count));
             }
             (*sum, *count) = (0.0, 0);
         }

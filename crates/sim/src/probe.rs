@@ -4,14 +4,122 @@
 //! or pathChirp receiver reports) and the echo's arrival (what ImTCP's echo mode, §4.1.1, uses).
 //!
 //! Two probers drive `headroom-core`'s sans-IO estimators:
-//! - [`TrainProber`]: one PathQuick or pathChirp train every `interval`; the train is judged
-//!   by [`estimate_train`] once its last echo arrived or `collect_timeout` passed, so a lost
-//!   packet shows as lost and not as a delay.
+//! - [`TrainProber`]: one PathQuick or pathChirp train every `interval`, paced and judged by
+//!   core's `abw::train` machines (the ones `headroom probe` runs): judged once its last echo
+//!   arrived or `collect_timeout` after its last packet left, so a lost packet shows as lost
+//!   and not as a delay.
 //! - [`EchoProber`] (ImTCP's measurement algorithm fed by echoed UDP streams).
 
-use headroom_core::abw::{estimate_train, EstimatorConfig, Outcome, ProbeRecord, TrainDesign, TrainPacket};
+use headroom_core::abw::{
+    EstimatorConfig, JudgePolicy, Method, Outcome, TrainDesign, TrainJudge, TrainPacket, TrainSender,
+};
 use headroom_core::imtcp::EchoProber;
 use headroom_core::units::{Dur, Rate, Time};
+
+/// Which method gave an estimate (the `method` column of `estimates.csv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EstimateMethod {
+    /// PathQuick probe trains.
+    PathQuick,
+    /// pathChirp probe trains.
+    PathChirp,
+    /// ImTCP's measurement algorithm fed by echoed UDP streams (ImTCP §4.1.1).
+    ImtcpEcho,
+    /// ImTCP's inline measurement inside a bulk TCP flow.
+    Imtcp,
+    /// Passive: TCP Westwood's estimate (the original filter).
+    Westwood,
+    /// Passive: TCP Westwood+'s estimate.
+    WestwoodPlus,
+    /// Passive: Hoe's three-ACK estimate.
+    Hoe,
+    /// Passive: TCP-Rab's estimate at the receiver.
+    Rab,
+}
+
+impl EstimateMethod {
+    /// The name in scenarios and output files.
+    pub fn name(self) -> &'static str {
+        match self {
+            EstimateMethod::PathQuick => "pathquick",
+            EstimateMethod::PathChirp => "pathchirp",
+            EstimateMethod::ImtcpEcho => "imtcp-echo",
+            EstimateMethod::Imtcp => "imtcp",
+            EstimateMethod::Westwood => "westwood",
+            EstimateMethod::WestwoodPlus => "westwood+",
+            EstimateMethod::Hoe => "hoe",
+            EstimateMethod::Rab => "rab",
+        }
+    }
+}
+
+impl From<Method> for EstimateMethod {
+    fn from(m: Method) -> EstimateMethod {
+        match m {
+            Method::PathQuick => EstimateMethod::PathQuick,
+            Method::PathChirp => EstimateMethod::PathChirp,
+        }
+    }
+}
+
+impl std::fmt::Display for EstimateMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What an estimate says (the `verdict` column of `estimates.csv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// A value.
+    Estimate,
+    /// A probe train never saturated the path: the value is a lower bound.
+    AboveRange,
+    /// A probe train queued from its first gap: the value is an upper bound.
+    BelowRange,
+    /// No value.
+    Inconclusive,
+    /// ImTCP's value fell outside its search range.
+    OutOfRange,
+}
+
+impl Verdict {
+    /// The name in output files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Estimate => "estimate",
+            Verdict::AboveRange => "above_range",
+            Verdict::BelowRange => "below_range",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::OutOfRange => "out_of_range",
+        }
+    }
+
+    /// The verdict of a probe train's outcome.
+    pub fn of(outcome: &Outcome) -> Verdict {
+        match outcome {
+            Outcome::Estimate(_) => Verdict::Estimate,
+            Outcome::AboveRange { .. } => Verdict::AboveRange,
+            Outcome::BelowRange { .. } => Verdict::BelowRange,
+            Outcome::Inconclusive { .. } => Verdict::Inconclusive,
+        }
+    }
+
+    /// ImTCP's: an estimate in its search range, or out of range.
+    pub fn in_range(in_range: bool) -> Verdict {
+        if in_range {
+            Verdict::Estimate
+        } else {
+            Verdict::OutOfRange
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// One estimate from any measurement method (also ImTCP inline, see `world`).
 #[derive(Clone, Debug, PartialEq)]
@@ -19,11 +127,10 @@ pub struct EstimateRow {
     pub time: Time,
     /// Index of the flow-statistics row of the measuring flow.
     pub stat: u32,
-    pub method: &'static str,
+    pub method: EstimateMethod,
     /// The value, `None` when the method could not give one.
     pub value: Option<Rate>,
-    /// "estimate", "above_range", "below_range", "inconclusive", "out_of_range".
-    pub verdict: &'static str,
+    pub verdict: Verdict,
     pub range: (Rate, Rate),
     /// Time from the first probe packet to the estimate.
     pub elapsed: Dur,
@@ -33,7 +140,7 @@ pub struct EstimateRow {
 
 /// What the simulator asks of a probe sender.
 pub trait Prober {
-    fn method(&self) -> &'static str;
+    fn method(&self) -> EstimateMethod;
     /// The next probe due at `now`: its id and wire size.
     fn poll_transmit(&mut self, now: Time) -> Option<(u64, u32)>;
     fn next_wakeup(&self) -> Option<Time>;
@@ -42,22 +149,30 @@ pub trait Prober {
     fn poll_estimate(&mut self, now: Time) -> Option<EstimateRow>;
 }
 
-/// PathQuick / pathChirp: one train every `interval`.
+/// The train a [`TrainProber`] has out.
+struct Train {
+    sender: TrainSender,
+    judge: TrainJudge,
+}
+
+/// PathQuick / pathChirp: one train every `interval` (or back to back when the train is
+/// longer), the next one not before the last is judged. Each train is paced by core's
+/// [`TrainSender`] and judged by core's [`TrainJudge`] with [`JudgePolicy::whole_train`]:
+/// once every echo is in, or `collect_timeout` after the last packet left, missing packets lost
+/// (the same machine that `headroom probe` runs, with the client's policy).
 pub struct TrainProber {
     design: TrainDesign,
     schedule: Vec<TrainPacket>,
     estimator: EstimatorConfig,
+    policy: JudgePolicy,
     interval: Dur,
-    collect_timeout: Dur,
     stop: Time,
-    /// Start of the current train, and the index of its next packet.
-    train_start: Time,
-    next_index: usize,
+    /// When the next train is due.
     next_train: Time,
+    /// Number of the current (or last) train, in the high half of the probe ids.
     train_no: u64,
-    records: Vec<ProbeRecord>,
-    echoes: usize,
-    judge_at: Option<Time>,
+    /// The train out, until it is judged.
+    current: Option<Train>,
     ready: Option<EstimateRow>,
     stat: u32,
 }
@@ -77,88 +192,69 @@ impl TrainProber {
             design,
             schedule,
             estimator,
+            policy: JudgePolicy::whole_train(collect_timeout),
             interval,
-            collect_timeout,
             stop,
-            train_start: start,
-            next_index: usize::MAX,
             next_train: start,
             train_no: 0,
-            records: Vec::new(),
-            echoes: 0,
-            judge_at: None,
+            current: None,
             ready: None,
             stat,
         }
     }
 
-    fn judge(&mut self, now: Time) {
-        let est = estimate_train(&self.records, &self.estimator);
-        let (value, verdict) = match est.outcome {
-            Outcome::Estimate(r) => (Some(r), "estimate"),
-            Outcome::AboveRange { at_least } => (Some(at_least), "above_range"),
-            Outcome::BelowRange { at_most } => (Some(at_most), "below_range"),
-            Outcome::Inconclusive { .. } => (None, "inconclusive"),
-        };
+    /// Takes the verdict of the current train if it is judged.
+    fn take_verdict(&mut self, now: Time) {
+        let Some(train) = &self.current else { return };
+        let Some(v) = train.judge.verdict() else { return };
+        let outcome = &v.estimate.outcome;
         self.ready = Some(EstimateRow {
             time: now,
             stat: self.stat,
             method: self.method(),
-            value,
-            verdict,
+            value: outcome.value(),
+            verdict: Verdict::of(outcome),
             range: self.design.probed_range(),
-            elapsed: now - self.train_start,
+            elapsed: now - train.sender.start(),
             bytes: self.design.bytes().0,
         });
-        self.judge_at = None;
-        self.records.clear();
+        self.current = None;
     }
 }
 
 impl Prober for TrainProber {
-    fn method(&self) -> &'static str {
-        self.design.method().name()
+    fn method(&self) -> EstimateMethod {
+        self.design.method().into()
     }
 
     fn poll_transmit(&mut self, now: Time) -> Option<(u64, u32)> {
-        if let Some(t) = self.judge_at {
-            if now >= t {
-                self.judge(now);
-            }
+        if let Some(train) = &mut self.current {
+            train.judge.poll(now);
+            self.take_verdict(now);
         }
-        if self.next_index == usize::MAX {
-            if now < self.next_train || self.judge_at.is_some() || now >= self.stop {
+        if self.current.is_none() {
+            if now < self.next_train || now >= self.stop {
                 return None;
             }
-            self.train_start = self.next_train;
-            self.next_index = 0;
-            self.echoes = 0;
+            let sender = TrainSender::new(self.next_train, &self.schedule);
+            let judge = TrainJudge::new(&self.schedule, self.next_train, self.policy, self.estimator);
+            self.current = Some(Train { sender, judge });
             self.train_no += 1;
-            self.records.clear();
         }
-        let p = self.schedule[self.next_index];
-        if now < self.train_start + p.offset {
-            return None;
-        }
-        let index = self.next_index as u32;
-        self.records.push(ProbeRecord { index, send_time: now, recv_time: None, size: p.size });
-        self.next_index += 1;
-        if self.next_index == self.schedule.len() {
-            self.next_index = usize::MAX;
-            self.next_train = self.train_start + self.interval.max(self.design.train_length());
-            self.judge_at = Some(now + self.collect_timeout);
+        let train = self.current.as_mut()?;
+        let (index, p) = train.sender.poll_transmit(now, &self.schedule)?;
+        train.judge.on_sent(index, now);
+        if train.sender.next_send(&self.schedule).is_none() {
+            train.judge.on_end(now);
+            self.next_train = train.sender.start() + self.interval.max(self.design.train_length());
         }
         Some((self.train_no << 32 | index as u64, p.size.0 as u32))
     }
 
     fn next_wakeup(&self) -> Option<Time> {
-        if let Some(t) = self.judge_at {
-            return Some(t);
-        }
-        if self.next_index == usize::MAX {
-            (self.next_train < self.stop).then_some(self.next_train)
-        } else {
-            Some(self.train_start + self.schedule[self.next_index].offset)
+        match &self.current {
+            Some(train) => train.sender.next_send(&self.schedule).or(train.judge.wake()),
+            None => (self.next_train < self.stop).then_some(self.next_train),
         }
     }
 
@@ -166,16 +262,9 @@ impl Prober for TrainProber {
         if id >> 32 != self.train_no {
             return; // an echo of an earlier, already judged train
         }
-        let index = (id & 0xffff_ffff) as u32;
-        if let Some(r) = self.records.iter_mut().find(|r| r.index == index) {
-            if r.recv_time.is_none() {
-                r.recv_time = Some(received_at);
-                self.echoes += 1;
-            }
-        }
-        if self.next_index == usize::MAX && self.echoes == self.schedule.len() && self.judge_at.is_some() {
-            self.judge(now);
-        }
+        let Some(train) = &mut self.current else { return };
+        train.judge.on_packet(now, (id & 0xffff_ffff) as u32, None, received_at);
+        self.take_verdict(now);
     }
 
     fn poll_estimate(&mut self, _now: Time) -> Option<EstimateRow> {
@@ -199,8 +288,8 @@ impl ImtcpEchoProber {
 }
 
 impl Prober for ImtcpEchoProber {
-    fn method(&self) -> &'static str {
-        "imtcp-echo"
+    fn method(&self) -> EstimateMethod {
+        EstimateMethod::ImtcpEcho
     }
     fn poll_transmit(&mut self, now: Time) -> Option<(u64, u32)> {
         if now >= self.stop {
@@ -223,9 +312,9 @@ impl Prober for ImtcpEchoProber {
         Some(EstimateRow {
             time: e.time,
             stat: self.stat,
-            method: "imtcp-echo",
+            method: EstimateMethod::ImtcpEcho,
             value: Some(e.value),
-            verdict: if e.in_range { "estimate" } else { "out_of_range" },
+            verdict: Verdict::in_range(e.in_range),
             range: e.search_range,
             elapsed,
             bytes: std::mem::take(&mut self.bytes),

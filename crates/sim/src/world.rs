@@ -27,7 +27,7 @@ use headroom_core::imtcp::{
 
 use crate::net::{Counters, Ev, Kind, Link, Net, NodeId, Packet, QueueLimit};
 use crate::passive::{PassiveTap, TapState};
-use crate::probe::{EstimateRow, ImtcpEchoProber, Prober, TrainProber};
+use crate::probe::{EstimateMethod, EstimateRow, ImtcpEchoProber, Prober, TrainProber, Verdict};
 use crate::scenario::{rto_preset, ImtcpSpec, ProbeSpec, Scenario};
 use crate::tcp::{Owner, TcpConn, TcpOutcome, TcpParams};
 use crate::traffic::{UdpSource, WebModel};
@@ -875,9 +875,9 @@ impl World {
                 self.estimates.push(EstimateRow {
                     time: e.time,
                     stat: *stat,
-                    method: "imtcp",
+                    method: EstimateMethod::Imtcp,
                     value: Some(e.value),
-                    verdict: if e.in_range { "estimate" } else { "out_of_range" },
+                    verdict: Verdict::in_range(e.in_range),
                     range: e.search_range,
                     elapsed: Dur::ZERO,
                     bytes: 0,
@@ -898,7 +898,7 @@ impl World {
                     stat,
                     method,
                     value: Some(value),
-                    verdict: "estimate",
+                    verdict: Verdict::Estimate,
                     range: (Rate::ZERO, Rate::ZERO),
                     elapsed: Dur::ZERO,
                     bytes: 0,

@@ -1,6 +1,7 @@
 //! Behavioural tests of the simulator (issue 2): each runs a small scenario and checks a property
 //! that a broken queue, TCP or trace would violate.
 
+use headroom_sim::probe::{EstimateMethod, Verdict};
 use headroom_sim::{Scenario, World};
 
 fn repo_file(rel: &str) -> String {
@@ -271,8 +272,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn pathquick_trains_measure_the_fig6_path() {
     // 12 Mb/s bottleneck with 6 Mb/s of Poisson cross traffic: 6 Mb/s available.
     let (w, r) = run(&repo_file("scenarios/pathquick/fig6.toml").replace("duration = \"60s\"", "duration = \"21s\""));
-    let est: Vec<f64> =
-        w.estimates.iter().filter(|e| e.verdict == "estimate").map(|e| e.value.unwrap().0 as f64 / 1e6).collect();
+    let est: Vec<f64> = w
+        .estimates
+        .iter()
+        .filter(|e| e.verdict == Verdict::Estimate)
+        .map(|e| e.value.unwrap().0 as f64 / 1e6)
+        .collect();
     assert!(est.len() >= 15, "one train per second: {} estimates", est.len());
     let m = median(est);
     assert!((m - 6.0).abs() <= 2.0, "median estimate {m:.2} Mb/s for 6 Mb/s available");
@@ -293,8 +298,12 @@ fn imtcp_echo_and_inline_measurement_produce_estimates() {
         "10s",
     );
     let (w, _) = run(&echo);
-    let v: Vec<f64> =
-        w.estimates.iter().filter(|e| e.method == "imtcp-echo").map(|e| e.value.unwrap().0 as f64 / 1e6).collect();
+    let v: Vec<f64> = w
+        .estimates
+        .iter()
+        .filter(|e| e.method == EstimateMethod::ImtcpEcho)
+        .map(|e| e.value.unwrap().0 as f64 / 1e6)
+        .collect();
     assert!(v.len() >= 5, "{} echo-mode estimates", v.len());
     let m = median(v[v.len() / 2..].to_vec());
     assert!((m - 60.0).abs() <= 0.15 * 60.0, "echo mode settles near 60 Mb/s available: {m:.1}");
@@ -309,7 +318,7 @@ fn imtcp_echo_and_inline_measurement_produce_estimates() {
     );
     let (w, r) = run(&inline);
     assert!(
-        w.estimates.iter().filter(|e| e.method == "imtcp").count() >= 3,
+        w.estimates.iter().filter(|e| e.method == EstimateMethod::Imtcp).count() >= 3,
         "inline estimates: {:?}",
         w.estimates.len()
     );

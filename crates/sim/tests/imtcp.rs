@@ -3,6 +3,7 @@
 //! retransmission paths, and the passive estimators' tap. Each test runs a small scenario and
 //! checks a property a broken control unit or driver would violate.
 
+use headroom_sim::probe::Verdict;
 use headroom_sim::world::FlowKind;
 use headroom_sim::{Scenario, World};
 
@@ -58,8 +59,8 @@ interval = "500ms"
 fn estimates(w: &World, method: &str, a: f64, b: f64) -> Vec<(f64, f64, bool)> {
     w.estimates
         .iter()
-        .filter(|e| e.method == method)
-        .map(|e| (e.time.as_secs_f64(), e.value.map_or(f64::NAN, |v| v.0 as f64 / 1e6), e.verdict == "estimate"))
+        .filter(|e| e.method.name() == method)
+        .map(|e| (e.time.as_secs_f64(), e.value.map_or(f64::NAN, |v| v.0 as f64 / 1e6), e.verdict == Verdict::Estimate))
         .filter(|e| e.0 > a && e.0 <= b)
         .collect()
 }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{bail, Result};
+use headroom_sim::probe::{EstimateMethod, Verdict};
 use headroom_sim::world::FlowKind;
 use headroom_sim::{Report, Scenario, World};
 
@@ -51,8 +52,8 @@ fn run_quiet(src: &str, origin: &str) -> Result<(World, Report)> {
 fn estimates_of(w: &World, method: &str) -> Vec<(f64, f64, bool)> {
     w.estimates
         .iter()
-        .filter(|e| e.method == method)
-        .filter_map(|e| e.value.map(|v| (e.time.as_secs_f64(), v.0 as f64 / 1e6, e.verdict == "estimate")))
+        .filter(|e| e.method.name() == method)
+        .filter_map(|e| e.value.map(|v| (e.time.as_secs_f64(), v.0 as f64 / 1e6, e.verdict == Verdict::Estimate)))
         .collect()
 }
 
@@ -161,7 +162,7 @@ fn imtcp_fig8(dir: &Path) -> Result<String> {
 /// Number of ImTCP results of one run of `src`.
 fn count_results(src: &str, origin: &str) -> Result<(usize, f64)> {
     let (w, r) = run_quiet(src, origin)?;
-    Ok((w.estimates.iter().filter(|e| e.method == "imtcp").count(), r.flows[0].throughput_mbps))
+    Ok((w.estimates.iter().filter(|e| e.method == EstimateMethod::Imtcp).count(), r.flows[0].throughput_mbps))
 }
 
 fn imtcp_table1(dir: &Path) -> Result<String> {
@@ -242,7 +243,7 @@ struct StoringRun {
 
 fn storing_run(src: &str, origin: &str) -> Result<StoringRun> {
     let (w, r) = run_quiet(src, origin)?;
-    let results = w.estimates.iter().filter(|e| e.method == "imtcp").count();
+    let results = w.estimates.iter().filter(|e| e.method == EstimateMethod::Imtcp).count();
     let Some(unit) = w.inline_measurement(0) else { bail!("{origin}: flow 0 has no ImTCP control unit") };
     let samples = unit.take_first_packet_waits();
     let mut waits_ms: Vec<f64> = samples.iter().map(|s| s.wait.as_secs_f64() * 1e3).collect();

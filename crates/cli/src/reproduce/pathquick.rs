@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use headroom_sim::probe::EstimateMethod;
 use headroom_sim::{Scenario, World};
 
 use super::Experiment;
@@ -94,13 +95,13 @@ pub fn run_level(method: &'static str, keys: &str, cross: f64, trains: u32, seed
     let available = (CAPACITY_MBPS - cross).max(0.0);
     Ok(w.estimates
         .iter()
-        .filter(|e| e.method == "pathquick" || e.method == "pathchirp")
+        .filter(|e| matches!(e.method, EstimateMethod::PathQuick | EstimateMethod::PathChirp))
         .map(|e| TrainRow {
             method,
             cross_mbps: cross,
             available_mbps: available,
             time_s: e.time.as_secs_f64(),
-            verdict: e.verdict,
+            verdict: e.verdict.name(),
             value_mbps: e.value.map(|v| v.as_mbps()),
             elapsed_ms: e.elapsed.as_secs_f64() * 1e3,
             bytes: e.bytes,

@@ -598,6 +598,7 @@ impl Smoother {
 mod tests {
     use super::*;
     use crate::abw::{ChirpSpec, QuickSpec, TrainPacket};
+    use crate::rng::Rng;
     use crate::units::Time;
 
     /// A fluid single-bottleneck path: capacity `c` bit/s, fluid cross traffic `x(t)` bit/s,
@@ -661,14 +662,7 @@ mod tests {
     /// propagation. The cross traffic starts 2 s before the train (steady state); `seed` picks
     /// the arrival sequence. Returns one record per probe packet.
     fn poisson_path(schedule: &[TrainPacket], c: f64, x: f64, seed: u64) -> Vec<ProbeRecord> {
-        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut uniform = move || {
-            // xorshift64*
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rng = Rng::new(seed);
         let start = 2.0;
         let end = start + schedule.last().map(|p| p.offset.as_secs_f64()).unwrap_or(0.0);
         // (arrival time, probe index or None, bits)
@@ -681,7 +675,7 @@ mod tests {
             let per_sec = x / 8000.0;
             let mut t = 0.0;
             loop {
-                t += -(1.0 - uniform()).ln() / per_sec;
+                t += rng.exponential(1.0 / per_sec);
                 if t > end {
                     break;
                 }

@@ -29,16 +29,22 @@
 //!    wrap either in a [`TrainDesign`].
 //! 2. [`TrainDesign::schedule`] yields one [`TrainPacket`] per packet: its send offset from the
 //!    train start and its size (bytes at the IP level, the paper's `P_i`).
-//! 3. The driver sends the packets, records a [`ProbeRecord`] per packet (index, send time,
-//!    receive time or `None` when lost, size) and passes the records, in any order, to
-//!    [`excursion::estimate_train`], which returns a [`excursion::TrainEstimate`] whose
-//!    [`Outcome`] is an estimate, "above range", "below range" or "inconclusive".
+//! 3. The driver paces the packets with a [`train::TrainSender`] (or lets a peer send them) and
+//!    feeds what it sees (packet sent, packet received, end of train, time passing) to a
+//!    [`train::TrainJudge`], which collects the packets by index, decides when the train is
+//!    judged (all packets in, the cut deadline, or the loss deadline of its
+//!    [`train::JudgePolicy`]) and builds one [`ProbeRecord`] per packet (index, send time,
+//!    receive time or `None` when lost, size). Its [`train::TrainVerdict`] holds the
+//!    [`excursion::TrainEstimate`] of [`excursion::estimate_train`], whose [`Outcome`] is an
+//!    estimate, "above range", "below range" or "inconclusive". (A driver with records of its
+//!    own may call [`excursion::estimate_train`] directly.)
 //! 4. Optionally smooth several trains with [`excursion::Smoother`].
 
 pub mod compare;
 pub mod excursion;
 pub mod pathchirp;
 pub mod pathquick;
+pub mod train;
 
 use crate::units::{Bytes, Dur, Rate, Time};
 use std::fmt;
@@ -48,6 +54,10 @@ pub use excursion::{
 };
 pub use pathchirp::{ChirpDesign, ChirpSpec};
 pub use pathquick::{QuickDesign, QuickSpec};
+pub use train::{
+    JudgePolicy, JudgeReason, JudgeState, Judgement, PacketFate, Poll, SenderState, TrainJudge, TrainSender,
+    TrainVerdict,
+};
 
 /// Which probe train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

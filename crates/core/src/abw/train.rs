@@ -1,0 +1,637 @@
+//! One probe train from its first packet to its verdict, as sans-IO state machines that every
+//! driver runs: the simulator's `TrainProber` (sender and echo receiver in one) and the socket
+//! client's `run_train` (the receiver of a train that a `headroom serve` peer sends). The
+//! drivers keep their clocks and sockets; what a train's end is, which packets are lost, when
+//! to judge and what to judge are decided here, once.
+//!
+//! # The two machines
+//!
+//! [`TrainSender`] paces one train: packet `i` is due at `start + offset_i` (the
+//! [`TrainDesign::schedule`](super::TrainDesign::schedule): `T_quick` apart for PathQuick,
+//! PathQuick paper Eq. 1–3; geometrically shrinking gaps for pathChirp, Ribeiro et al. PAM 2003
+//! Eqs. 10–13). States: [`SenderState::Sending`] `{ next }` → [`SenderState::Sent`].
+//!
+//! [`TrainJudge`] collects one train's packets by index and judges it. Events in:
+//!
+//! - [`TrainJudge::on_sent`]: packet `i` left at `t` (a driver that is also the sender);
+//! - [`TrainJudge::on_packet`]: packet `i` arrived at the judge at `now`; the receiver stamped it
+//!   `recv_time`, and it carried the send time `send_time` if the receiver can see it;
+//! - [`TrainJudge::on_end`]: the end of the train is known (the sender's END message, or a
+//!   sender-side judge sent its last packet);
+//! - [`TrainJudge::poll`]: time passed to `now`; applies the deadlines.
+//!
+//! Decisions out: [`Poll::Wait`] (call again by `until`, or on the next event) or
+//! [`Poll::Done`] (stop listening); [`TrainJudge::judgement`] once judged (when and why), and
+//! [`TrainJudge::verdict`] (the records and the [`TrainEstimate`]). States:
+//! [`JudgeState::Collecting`] → [`JudgeState::Judged`].
+//!
+//! # The rules
+//!
+//! 1. **Collection by index.** The first copy of each index is the packet; later copies are
+//!    counted as duplicates (and left out); an index outside the schedule is not part of the
+//!    train. Packets may arrive in any order: reordering is read by the estimator
+//!    ([`estimate_train`] counts it and leaves the packets involved out of the delay signature,
+//!    because they did not share one FIFO queue with the rest, see [`super::excursion`]).
+//! 2. **Judging** (`Collecting → Judged`), at the first of:
+//!    - [`JudgeReason::AllReceived`]: every packet of the schedule is in. Judged at once.
+//!    - [`JudgeReason::Cut`]: the cut deadline `origin + cut_after` passed
+//!      ([`JudgePolicy::cut_after`]). The train is judged as if it had ended with its last
+//!      packet received: the packets after it are still on their way, not lost. A train above
+//!      the available bandwidth queues behind itself, so its last packets arrive late; they
+//!      probe rates past the knee, where the unterminated excursion already started (PathQuick
+//!      §3.4, pathChirp §2.3), so the estimate does not need them.
+//!    - [`JudgeReason::EndOfTrain`]: the end of the train was known `end_grace` ago
+//!      ([`JudgePolicy::end_grace`]), or [`JudgeReason::GaveUp`]: `origin + give_up_after`
+//!      passed. The train is judged whole: packets not in are **lost**. A lost tail is not a
+//!      cut one: the estimator reads tail loss as the bottleneck buffer overflowing (the knee is
+//!      at the last received gap, see [`super::excursion`]), not as "above range".
+//! 3. **After the verdict**, late packets are counted ([`TrainVerdict::after_judging`]) and
+//!    left out; copies of packets already in still count as duplicates until the verdict is
+//!    taken. Listening ends ([`Poll::Done`]) when the end of the train is known, or at the first
+//!    of `decided_at + linger_for_end`, `end + end_grace` and `origin + give_up_after`.
+//!
+//! # The records judged
+//!
+//! One [`ProbeRecord`] per index up to the train's end (the whole schedule, or up to the last
+//! packet received for a cut train). A packet's send time is the one it carried if any, else
+//! the one [`TrainJudge::on_sent`] reported, else its scheduled offset as a time (`Time(offset)`,
+//! on the clock of the send offsets a wire carries: zero at the train's first packet). The
+//! estimate's `duplicates` include the copies counted by the judge.
+//!
+//! # Choices neither paper fixes
+//!
+//! The papers judge a train once it is over and say nothing of deadlines. The policies in use
+//! ([`JudgePolicy::whole_train`] for the simulator, [`JudgePolicy::socket_receiver`] for
+//! `headroom probe`) are data, so a driver states its choice instead of coding it. The two report
+//! different times for a train judged with losses: [`Judgement::decided_at`] (when the deadline
+//! fired; the simulator's `elapsed`) and [`Judgement::ready_at`] (when the last input that counted
+//! came in; the client's `elapsed`).
+
+use super::excursion::{estimate_train, EstimatorConfig, TrainEstimate};
+use super::{ProbeRecord, TrainPacket};
+use crate::units::{Dur, Time};
+
+/// Where a [`TrainSender`] is in its train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SenderState {
+    /// Packet `next` is the next to send.
+    Sending { next: u32 },
+    /// Every packet of the schedule has been sent.
+    Sent,
+}
+
+/// Paces one train: packet `i` is due at `start + schedule[i].offset`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrainSender {
+    start: Time,
+    state: SenderState,
+}
+
+impl TrainSender {
+    /// A train whose first packet is due at `start` (an empty schedule is sent at once).
+    pub fn new(start: Time, schedule: &[TrainPacket]) -> TrainSender {
+        let state = if schedule.is_empty() { SenderState::Sent } else { SenderState::Sending { next: 0 } };
+        TrainSender { start, state }
+    }
+
+    pub fn state(&self) -> SenderState {
+        self.state
+    }
+
+    /// When the train's first packet was due.
+    pub fn start(&self) -> Time {
+        self.start
+    }
+
+    /// The packet due at `now`, if any: its index and its schedule entry. A driver that polls
+    /// late gets the overdue packets one per call, back to back.
+    pub fn poll_transmit(&mut self, now: Time, schedule: &[TrainPacket]) -> Option<(u32, TrainPacket)> {
+        let SenderState::Sending { next } = self.state else { return None };
+        let p = *schedule.get(next as usize)?;
+        if now < self.start + p.offset {
+            return None;
+        }
+        self.state = if next as usize + 1 >= schedule.len() {
+            SenderState::Sent
+        } else {
+            SenderState::Sending { next: next + 1 }
+        };
+        Some((next, p))
+    }
+
+    /// When the next packet is due; `None` once the train is sent.
+    pub fn next_send(&self, schedule: &[TrainPacket]) -> Option<Time> {
+        match self.state {
+            SenderState::Sending { next } => schedule.get(next as usize).map(|p| self.start + p.offset),
+            SenderState::Sent => None,
+        }
+    }
+}
+
+/// The judging deadlines, as data (see the module doc, rule 2 and 3). Durations counted from
+/// the judge's `origin` unless said otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JudgePolicy {
+    /// Cut deadline: judge at `origin + cut_after` with the packets in by then, the train cut
+    /// after the last one ([`JudgeReason::Cut`]). `None`: wait for the whole train.
+    pub cut_after: Option<Dur>,
+    /// Once the end of the train is known, wait this long for stragglers, then judge the whole
+    /// train with the missing packets lost ([`JudgeReason::EndOfTrain`]).
+    pub end_grace: Dur,
+    /// Judge the whole train, missing packets lost, at `origin + give_up_after`
+    /// ([`JudgeReason::GaveUp`]) even if its end never became known. `None`: no such deadline
+    /// (the driver must then report the end, or the judge may wait forever).
+    pub give_up_after: Option<Dur>,
+    /// After the verdict, keep listening this long for the end of the train (whose message may
+    /// carry the sender's own report).
+    pub linger_for_end: Dur,
+}
+
+/// How long a socket receiver waits after the END for datagrams still queued in its socket.
+pub const SOCKET_END_GRACE: Dur = Dur::from_millis(2);
+/// How long a socket receiver waits after the verdict for the END (the server's spacing report).
+pub const SOCKET_LINGER_FOR_END: Dur = Dur::from_millis(50);
+
+impl JudgePolicy {
+    /// The simulator's policy: no cut; the whole train is judged once every packet is in, or
+    /// `collect_timeout` after its last packet was sent, missing packets lost.
+    pub fn whole_train(collect_timeout: Dur) -> JudgePolicy {
+        JudgePolicy { cut_after: None, end_grace: collect_timeout, give_up_after: None, linger_for_end: Dur::ZERO }
+    }
+
+    /// `headroom probe`'s policy, counted from the START request: judge when every packet is in,
+    /// or cut at `cut_after` (handshake RTT + train length + slack); the whole train, missing
+    /// packets lost, [`SOCKET_END_GRACE`] after the END or at `give_up_after`; after the verdict
+    /// listen up to [`SOCKET_LINGER_FOR_END`] for the END.
+    pub fn socket_receiver(cut_after: Option<Dur>, give_up_after: Dur) -> JudgePolicy {
+        JudgePolicy {
+            cut_after,
+            end_grace: SOCKET_END_GRACE,
+            give_up_after: Some(give_up_after),
+            linger_for_end: SOCKET_LINGER_FOR_END,
+        }
+    }
+}
+
+/// Why a train was judged when it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JudgeReason {
+    /// Every packet of the schedule arrived.
+    AllReceived,
+    /// The cut deadline passed: the train ends with its last packet received.
+    Cut,
+    /// The end of the train was known `end_grace` ago: missing packets are lost.
+    EndOfTrain,
+    /// `give_up_after` passed: missing packets are lost.
+    GaveUp,
+}
+
+/// When and why a train was judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    pub reason: JudgeReason,
+    /// The time of the event or poll that judged the train.
+    pub decided_at: Time,
+    /// When the verdict's inputs were complete: the last packet for
+    /// [`JudgeReason::AllReceived`], the cut deadline for [`JudgeReason::Cut`], the last packet
+    /// or end of train that came in (or `origin`, if none did) for a train judged with losses.
+    pub ready_at: Time,
+}
+
+/// Where a [`TrainJudge`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JudgeState {
+    /// Packets are being collected.
+    Collecting,
+    /// The train is judged; late packets are only counted.
+    Judged(Judgement),
+}
+
+/// What became of one arriving packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketFate {
+    /// The first copy, in time: part of the train.
+    Accepted,
+    /// A copy of a packet already in.
+    Duplicate,
+    /// The first copy, after the train was judged: counted, left out.
+    AfterJudging,
+    /// Its index is not in the schedule.
+    NotInTrain,
+}
+
+/// What the driver should do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Poll {
+    /// Keep listening; poll again at `until` at the latest (`None`: only on the next event).
+    Wait { until: Option<Time> },
+    /// Nothing more to wait for.
+    Done,
+}
+
+/// The judged train.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainVerdict {
+    pub judgement: Judgement,
+    pub estimate: TrainEstimate,
+    /// The records judged (see the module doc), for re-estimating with other configurations.
+    pub records: Vec<ProbeRecord>,
+    /// Packets whose first copy arrived after the verdict.
+    pub after_judging: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    scheduled: TrainPacket,
+    sent_at: Option<Time>,
+    /// (send time carried by the packet, receive time).
+    received: Option<(Option<Time>, Time)>,
+}
+
+/// Collects one train by index and judges it (see the module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainJudge {
+    slots: Vec<Slot>,
+    origin: Time,
+    policy: JudgePolicy,
+    estimator: EstimatorConfig,
+    state: JudgeState,
+    received: u32,
+    duplicates: u32,
+    after_judging: u32,
+    /// The last packet accepted or end of train seen before the verdict.
+    last_input: Time,
+    end_seen: Option<Time>,
+}
+
+impl TrainJudge {
+    /// A judge for a train of `schedule`; `origin` is the instant the policy's deadlines count
+    /// from (the train's scheduled start, or the request for it), on the judge's clock (the
+    /// `now` of the events).
+    pub fn new(schedule: &[TrainPacket], origin: Time, policy: JudgePolicy, estimator: EstimatorConfig) -> TrainJudge {
+        TrainJudge {
+            slots: schedule.iter().map(|&scheduled| Slot { scheduled, sent_at: None, received: None }).collect(),
+            origin,
+            policy,
+            estimator,
+            state: JudgeState::Collecting,
+            received: 0,
+            duplicates: 0,
+            after_judging: 0,
+            last_input: origin,
+            end_seen: None,
+        }
+    }
+
+    pub fn state(&self) -> JudgeState {
+        self.state
+    }
+
+    pub fn origin(&self) -> Time {
+        self.origin
+    }
+
+    /// When and why the train was judged, once it is.
+    pub fn judgement(&self) -> Option<Judgement> {
+        match self.state {
+            JudgeState::Collecting => None,
+            JudgeState::Judged(j) => Some(j),
+        }
+    }
+
+    /// Packets accepted so far.
+    pub fn received(&self) -> u32 {
+        self.received
+    }
+
+    /// When the end of the train became known.
+    pub fn end_seen(&self) -> Option<Time> {
+        self.end_seen
+    }
+
+    /// Nothing of the train came in: no packet and no end.
+    pub fn silent(&self) -> bool {
+        self.received == 0 && self.end_seen.is_none()
+    }
+
+    /// Packet `index` was sent at `at` (its record's send time unless it carries one).
+    pub fn on_sent(&mut self, index: u32, at: Time) {
+        if let Some(s) = self.slots.get_mut(index as usize) {
+            s.sent_at = Some(at);
+        }
+    }
+
+    /// Packet `index` arrived at the judge at `now`, stamped `recv_time` by the receiver and
+    /// carrying `send_time` (`None` when the receiver cannot see it: [`TrainJudge::on_sent`]'s
+    /// time stands in). Judges the train at once when it was the last one missing.
+    pub fn on_packet(&mut self, now: Time, index: u32, send_time: Option<Time>, recv_time: Time) -> PacketFate {
+        let judged = matches!(self.state, JudgeState::Judged(_));
+        let Some(slot) = self.slots.get_mut(index as usize) else { return PacketFate::NotInTrain };
+        if slot.received.is_some() {
+            self.duplicates += 1;
+            return PacketFate::Duplicate;
+        }
+        if judged {
+            self.after_judging += 1;
+            return PacketFate::AfterJudging;
+        }
+        slot.received = Some((send_time, recv_time));
+        self.received += 1;
+        self.last_input = now;
+        if self.received as usize == self.slots.len() {
+            self.judge(JudgeReason::AllReceived, now, now);
+        }
+        PacketFate::Accepted
+    }
+
+    /// The end of the train is known at `now` (the first report counts).
+    pub fn on_end(&mut self, now: Time) {
+        if self.end_seen.is_none() {
+            self.end_seen = Some(now);
+        }
+        if self.state == JudgeState::Collecting {
+            self.last_input = now;
+        }
+    }
+
+    fn judge(&mut self, reason: JudgeReason, decided_at: Time, ready_at: Time) {
+        self.state = JudgeState::Judged(Judgement { reason, decided_at, ready_at });
+    }
+
+    fn cut_at(&self) -> Option<Time> {
+        self.policy.cut_after.map(|d| self.origin + d)
+    }
+
+    fn give_up_at(&self) -> Option<Time> {
+        self.policy.give_up_after.map(|d| self.origin + d)
+    }
+
+    fn end_grace_at(&self) -> Option<Time> {
+        self.end_seen.map(|e| e + self.policy.end_grace)
+    }
+
+    /// The deadline at which the whole train is judged with losses, if one is known yet.
+    fn loss_deadline(&self) -> Option<Time> {
+        min_opt(self.give_up_at(), self.end_grace_at())
+    }
+
+    /// The end of listening after the verdict.
+    fn listen_until(&self) -> Option<Time> {
+        let linger = self.judgement().map(|j| j.decided_at + self.policy.linger_for_end);
+        min_opt(self.loss_deadline(), linger)
+    }
+
+    /// The next moment [`TrainJudge::poll`] has something to decide, if any.
+    pub fn wake(&self) -> Option<Time> {
+        match self.state {
+            JudgeState::Collecting => min_opt(self.loss_deadline(), self.cut_at()),
+            JudgeState::Judged(_) if self.end_seen.is_some() => None,
+            JudgeState::Judged(_) => self.listen_until(),
+        }
+    }
+
+    /// Time is `now`: judges the train if a deadline passed (the cut before the loss deadline
+    /// when both did), then says whether to keep listening.
+    pub fn poll(&mut self, now: Time) -> Poll {
+        if self.state == JudgeState::Collecting {
+            if let Some(cut) = self.cut_at().filter(|&c| now >= c) {
+                self.judge(JudgeReason::Cut, now, cut);
+            } else if self.loss_deadline().is_some_and(|d| now >= d) {
+                let reason = if self.end_grace_at().is_some_and(|e| now >= e) {
+                    JudgeReason::EndOfTrain
+                } else {
+                    JudgeReason::GaveUp
+                };
+                self.judge(reason, now, self.last_input);
+            }
+        }
+        match self.state {
+            JudgeState::Collecting => Poll::Wait { until: self.wake() },
+            JudgeState::Judged(_) if self.end_seen.is_some() => Poll::Done,
+            JudgeState::Judged(_) => match self.listen_until() {
+                Some(t) if now >= t => Poll::Done,
+                until => Poll::Wait { until },
+            },
+        }
+    }
+
+    /// The records and the estimate, once judged (see the module doc); `None` before.
+    pub fn verdict(&self) -> Option<TrainVerdict> {
+        let judgement = self.judgement()?;
+        let len = match judgement.reason {
+            JudgeReason::Cut => self.slots.iter().rposition(|s| s.received.is_some()).map_or(0, |i| i + 1),
+            _ => self.slots.len(),
+        };
+        let records: Vec<ProbeRecord> = self.slots[..len]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let fallback = s.sent_at.unwrap_or(Time(s.scheduled.offset.0));
+                ProbeRecord {
+                    index: i as u32,
+                    send_time: s.received.and_then(|r| r.0).unwrap_or(fallback),
+                    recv_time: s.received.map(|r| r.1),
+                    size: s.scheduled.size,
+                }
+            })
+            .collect();
+        let mut estimate = estimate_train(&records, &self.estimator);
+        estimate.duplicates += self.duplicates;
+        Some(TrainVerdict { judgement, estimate, records, after_judging: self.after_judging })
+    }
+}
+
+fn min_opt(a: Option<Time>, b: Option<Time>) -> Option<Time> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abw::{Outcome, QuickDesign, TrainDesign};
+    use crate::units::Bytes;
+
+    /// 30 packets, 2 ms apart, 48..1208 B: 58 ms long.
+    fn schedule() -> Vec<TrainPacket> {
+        TrainDesign::PathQuick(QuickDesign { t_quick: Dur::from_millis(2), p_1: Bytes(48), delta_p: Bytes(40), n: 30 })
+            .schedule()
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// Packet `i` of the schedule as received over an idle path: 10 ms of delay plus its
+    /// serialisation at 100 Mbit/s, receiver clock 5 s ahead.
+    fn recv_of(p: &TrainPacket) -> Time {
+        Time(p.offset.0 + 10 * MS + p.size.0 * 80 + 5_000 * MS)
+    }
+
+    fn receiver(cut_after: Option<Dur>) -> TrainJudge {
+        TrainJudge::new(
+            &schedule(),
+            Time::ZERO,
+            JudgePolicy::socket_receiver(cut_after, Dur::from_secs(2)),
+            EstimatorConfig::default(),
+        )
+    }
+
+    /// Feeds packets `which` in that order, each arriving at the judge when its receive time
+    /// says (5 s clock offset removed); returns the fates.
+    fn feed(j: &mut TrainJudge, which: impl IntoIterator<Item = usize>) -> Vec<PacketFate> {
+        let s = schedule();
+        which
+            .into_iter()
+            .map(|i| {
+                let p = &s[i];
+                let at = recv_of(p);
+                j.on_packet(Time(at.0 - 5_000 * MS), i as u32, Some(Time(p.offset.0)), at)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn judged_at_once_when_all_packets_are_in() {
+        let mut j = receiver(Some(Dur::from_millis(80)));
+        assert_eq!(j.poll(Time::ZERO), Poll::Wait { until: Some(Time(80 * MS)) });
+        feed(&mut j, 0..29);
+        assert_eq!(j.state(), JudgeState::Collecting);
+        let last_at = Time(recv_of(&schedule()[29]).0 - 5_000 * MS);
+        feed(&mut j, [29]);
+        let judged = j.judgement().expect("judged by the last packet");
+        assert_eq!(judged, Judgement { reason: JudgeReason::AllReceived, decided_at: last_at, ready_at: last_at });
+        assert!(last_at < Time(80 * MS), "before the cut deadline");
+        // Judged, but still listening for the END (at most the linger).
+        assert_eq!(j.poll(last_at), Poll::Wait { until: Some(last_at + SOCKET_LINGER_FOR_END) });
+        j.on_end(last_at + Dur::from_millis(1));
+        assert_eq!(j.poll(last_at + Dur::from_millis(1)), Poll::Done);
+        let v = j.verdict().unwrap();
+        assert_eq!((v.estimate.packets, v.estimate.received, v.estimate.lost), (30, 30, 0));
+        assert_eq!(v.records.len(), 30);
+        assert!(matches!(v.estimate.outcome, Outcome::AboveRange { .. }), "{:?}", v.estimate.outcome);
+    }
+
+    #[test]
+    fn duplicates_are_counted_and_left_out() {
+        let mut j = receiver(None);
+        let fates = feed(&mut j, [0, 1, 2, 2, 3, 1]);
+        use PacketFate::*;
+        assert_eq!(fates, vec![Accepted, Accepted, Accepted, Duplicate, Accepted, Duplicate]);
+        assert_eq!(j.received(), 4);
+        let s = schedule();
+        assert_eq!(j.on_packet(Time(70 * MS), 30, None, Time(0)), NotInTrain);
+        feed(&mut j, 4..30);
+        let v = j.verdict().unwrap();
+        assert_eq!(v.judgement.reason, JudgeReason::AllReceived);
+        assert_eq!(v.estimate.duplicates, 2);
+        assert_eq!(v.estimate.received, 30);
+        // A copy after the verdict is still a duplicate until the verdict is taken.
+        assert_eq!(j.on_packet(Time(90 * MS), 7, Some(Time(s[7].offset.0)), recv_of(&s[7])), Duplicate);
+        assert_eq!(j.verdict().unwrap().estimate.duplicates, 3);
+    }
+
+    #[test]
+    fn reordered_packets_are_collected_by_index() {
+        let mut j = receiver(None);
+        // Packet 11 overtakes packet 10: it arrives (and is stamped) first.
+        let s = schedule();
+        feed(&mut j, 0..10);
+        let (t10, t11) = (recv_of(&s[10]), recv_of(&s[11]));
+        assert_eq!(j.on_packet(Time(40 * MS), 11, Some(Time(s[11].offset.0)), t10), PacketFate::Accepted);
+        assert_eq!(j.on_packet(Time(41 * MS), 10, Some(Time(s[10].offset.0)), t11), PacketFate::Accepted);
+        feed(&mut j, 12..30);
+        let v = j.verdict().expect("all in");
+        assert_eq!(v.estimate.reordered, 1);
+        assert_eq!(v.estimate.lost, 0);
+        let idx: Vec<u32> = v.records.iter().map(|r| r.index).collect();
+        assert_eq!(idx, (0..30).collect::<Vec<u32>>());
+        assert_eq!(v.records[10].recv_time, Some(t11));
+    }
+
+    #[test]
+    fn a_lost_tail_is_lost_and_a_cut_tail_is_not_judged() {
+        let s = schedule();
+        // The simulator's policy: the sender judges 1 s after its last send; the tail of five
+        // packets never comes back: it is lost.
+        let mut sim =
+            TrainJudge::new(&s, Time::ZERO, JudgePolicy::whole_train(Dur::from_secs(1)), EstimatorConfig::default());
+        let mut tx = TrainSender::new(Time::ZERO, &s);
+        let mut now = Time::ZERO;
+        while let Some(t) = tx.next_send(&s) {
+            now = t;
+            let (i, _) = tx.poll_transmit(now, &s).unwrap();
+            sim.on_sent(i, now);
+        }
+        assert_eq!(tx.state(), SenderState::Sent);
+        sim.on_end(now);
+        for (i, p) in s.iter().enumerate().take(25) {
+            sim.on_packet(Time(recv_of(p).0 - 5_000 * MS), i as u32, None, recv_of(p));
+        }
+        let deadline = now + Dur::from_secs(1);
+        assert_eq!(sim.poll(deadline - Dur(1)), Poll::Wait { until: Some(deadline) });
+        assert_eq!(sim.poll(deadline), Poll::Done);
+        let j = sim.judgement().unwrap();
+        assert_eq!(j.reason, JudgeReason::EndOfTrain);
+        assert_eq!(j.decided_at, deadline);
+        let v = sim.verdict().unwrap();
+        assert_eq!((v.estimate.packets, v.estimate.received, v.estimate.lost), (30, 25, 5));
+        assert_eq!(v.records[0].send_time, Time::ZERO, "the send time reported by on_sent");
+        // The client's policy with a cut at 60 ms: the same five packets are still on their
+        // way at the deadline; packet 7 was lost in the middle and stays lost.
+        let mut rx = receiver(Some(Dur::from_millis(60)));
+        feed(&mut rx, (0..25).filter(|&i| i != 7));
+        assert_eq!(rx.poll(Time(60 * MS) - Dur(1)), Poll::Wait { until: Some(Time(60 * MS)) });
+        assert!(matches!(rx.poll(Time(61 * MS)), Poll::Wait { .. }), "lingers for the END");
+        let j = rx.judgement().unwrap();
+        assert_eq!(j, Judgement { reason: JudgeReason::Cut, decided_at: Time(61 * MS), ready_at: Time(60 * MS) });
+        // A packet of the tail arrives after the verdict: counted, not judged.
+        assert_eq!(feed(&mut rx, [25]), vec![PacketFate::AfterJudging]);
+        let v = rx.verdict().unwrap();
+        assert_eq!((v.estimate.packets, v.estimate.received, v.estimate.lost), (25, 24, 1));
+        assert_eq!(v.after_judging, 1);
+        assert_eq!(v.records[7].recv_time, None);
+        assert_eq!(v.records[7].send_time, Time(s[7].offset.0), "a lost packet keeps its scheduled offset");
+        // Listening ends at the linger.
+        assert_eq!(rx.poll(Time(61 * MS) + SOCKET_LINGER_FOR_END), Poll::Done);
+    }
+
+    #[test]
+    fn the_end_or_the_give_up_deadline_judge_with_losses() {
+        // END seen at 70 ms with packet 29 missing: judged whole SOCKET_END_GRACE later, ready
+        // at the END.
+        let mut j = receiver(None);
+        feed(&mut j, 0..29);
+        j.on_end(Time(70 * MS));
+        let until = Time(70 * MS) + SOCKET_END_GRACE;
+        assert_eq!(j.poll(Time(71 * MS)), Poll::Wait { until: Some(until) });
+        assert_eq!(j.poll(until), Poll::Done);
+        let judged = j.judgement().unwrap();
+        assert_eq!(judged, Judgement { reason: JudgeReason::EndOfTrain, decided_at: until, ready_at: Time(70 * MS) });
+        assert_eq!(j.verdict().unwrap().estimate.lost, 1);
+        // Nothing at all: given up at 2 s, and silent.
+        let mut j = receiver(Some(Dur::from_secs(5)));
+        assert_eq!(j.poll(Time(MS)), Poll::Wait { until: Some(Time(2_000 * MS)) });
+        assert_eq!(j.poll(Time(2_000 * MS)), Poll::Done);
+        assert_eq!(j.judgement().unwrap().reason, JudgeReason::GaveUp);
+        assert!(j.silent());
+        let v = j.verdict().unwrap();
+        assert!(matches!(v.estimate.outcome, Outcome::Inconclusive { .. }));
+    }
+
+    #[test]
+    fn the_sender_paces_and_catches_up() {
+        let s = schedule();
+        let mut tx = TrainSender::new(Time(MS), &s);
+        assert_eq!(tx.poll_transmit(Time(MS) - Dur(1), &s), None);
+        assert_eq!(tx.poll_transmit(Time(MS), &s).map(|p| p.0), Some(0));
+        assert_eq!(tx.next_send(&s), Some(Time(3 * MS)));
+        // Polled late: the overdue packets leave one per call.
+        assert_eq!(tx.poll_transmit(Time(8 * MS), &s).map(|p| p.0), Some(1));
+        assert_eq!(tx.poll_transmit(Time(8 * MS), &s).map(|p| p.0), Some(2));
+        assert_eq!(tx.poll_transmit(Time(8 * MS), &s).map(|p| p.0), Some(3));
+        assert_eq!(tx.poll_transmit(Time(8 * MS), &s), None);
+        assert_eq!(tx.state(), SenderState::Sending { next: 4 });
+        assert_eq!(TrainSender::new(Time::ZERO, &[]).state(), SenderState::Sent);
+    }
+}
