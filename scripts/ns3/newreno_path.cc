@@ -8,8 +8,10 @@
 //   - segment size 1460 bytes (headroom: mss 1460);
 //   - initial window 2 segments (ns-3's default is 10);
 //   - delayed ACK off: DelAckCount 1 (ns-3's default is 2);
-//   - SACK off (headroom has none), timestamps on (as headroom), window scaling on (so the
-//     large buffers below are usable; headroom's receiver window is 1 GiB);
+//   - SACK off (headroom has none; --sack=true turns it on for reference: ns-3's loss recovery
+//     without SACK guesses a scoreboard from duplicate ACKs, which after a timeout can retransmit
+//     one segment still in flight per new ACK, see docs/results.md), timestamps on (as headroom),
+//     window scaling on (so the large buffers below are usable; headroom's receiver window is 1 GiB);
 //   - send and receive buffers 64 MiB (ns-3's default is 128 KiB, which would cap the window);
 //   - RTO minimum 200 ms and clock granularity 10 ms (headroom's ns-2 preset; ns-3: 1 s, 1 ms);
 //   - limited transmit off (RFC 3042; headroom does not implement it, ns-3 has it on);
