@@ -80,6 +80,7 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
             for r in removed {
                 println!("removed {r}");
             }
+            report_unrecorded();
             Ok(())
         }
         TestbedCmd::List => {
@@ -88,6 +89,7 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
                 let hosts: Vec<String> = r.hosts.iter().map(|h| format!("{}={}", h.name, h.addr)).collect();
                 println!("{}  pid {}  {state}  {}", r.prefix, r.pid, hosts.join(" "));
             }
+            report_unrecorded();
             Ok(())
         }
         TestbedCmd::BenchDelaybox { delay, rates, step, size } => {
@@ -139,6 +141,13 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// Names namespaces that look like ours but that no state file records: they are left alone.
+fn report_unrecorded() {
+    for ns in headroom_testbed::bed::unrecorded_namespaces() {
+        eprintln!("left alone: namespace {ns} is named like a testbed's but no state file records it");
     }
 }
 
