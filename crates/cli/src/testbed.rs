@@ -187,8 +187,9 @@ fn exec(prefix: Option<&str>, host: &str, cmd: &[String]) -> Result<()> {
 
 fn run_file(file: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
     let s = Scenario::load(file)?;
-    let out = scenario::run(&s, &AtomicBool::new(false))?;
     let path = output.or_else(|| s.run.output.as_ref().map(PathBuf::from));
+    crate::outdir::writable_file(path.as_deref(), "-o (or [run] output)")?;
+    let out = scenario::run(&s, &AtomicBool::new(false))?;
     match &path {
         Some(p) => {
             let mut f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
