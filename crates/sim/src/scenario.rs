@@ -453,6 +453,7 @@ impl Scenario {
         if self.links.is_empty() {
             return Err(ScenarioError(format!("{origin}: no `[[link]]`: a scenario needs a topology")));
         }
+        crate::limits::check(self, origin)?;
         let nodes = self.node_names();
         let known = |n: &Spanned<String>, key: &str| {
             if nodes.iter().any(|x| x == n.get_ref()) {
