@@ -18,8 +18,8 @@ use std::fs;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Once};
 use std::thread::JoinHandle;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -194,8 +194,12 @@ struct LiveRun {
 
 static LIVE: Mutex<Vec<LiveRun>> = Mutex::new(Vec::new());
 static SIGNALS: Once = Once::new();
+/// Set by [`interrupt_on_signal`]: the first signal sets this flag instead of tearing down.
+static GRACEFUL: Mutex<Option<Arc<AtomicBool>>> = Mutex::new(None);
+/// The first signal received while [`GRACEFUL`] was set (0: none).
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
-fn register_live(prefix: &str, namespaces: &[String]) {
+fn install_signals() {
     SIGNALS.call_once(|| match sys::install_signal_pipe() {
         Ok(pipe) => {
             let _ = std::thread::Builder::new().name("hr-testbed-sig".into()).spawn(move || signal_watcher(pipe));
@@ -204,6 +208,26 @@ fn register_live(prefix: &str, namespaces: &[String]) {
             eprintln!("headroom-testbed: cannot install signal handlers ({e:#}); Ctrl-C will leave namespaces behind")
         }
     });
+}
+
+/// Makes the first SIGINT/SIGTERM/SIGHUP set `flag` instead of tearing every testbed down and
+/// exiting: the caller stops measuring, writes what it has, and drops its testbeds. A second
+/// signal still tears down and exits at once with 128+signal. Installs the handlers now, so a
+/// signal that arrives before the first `up` is not lost either.
+pub fn interrupt_on_signal(flag: Arc<AtomicBool>) {
+    if let Ok(mut g) = GRACEFUL.lock() {
+        *g = Some(flag);
+    }
+    install_signals();
+}
+
+/// The signal that set the flag of [`interrupt_on_signal`], if one did.
+pub fn received_signal() -> Option<i32> {
+    Some(RECEIVED.load(Ordering::Relaxed)).filter(|s| *s != 0)
+}
+
+fn register_live(prefix: &str, namespaces: &[String]) {
+    install_signals();
     if let Ok(mut live) = LIVE.lock() {
         live.push(LiveRun { prefix: prefix.to_string(), namespaces: namespaces.to_vec() });
     }
@@ -218,8 +242,22 @@ fn unregister_live(prefix: &str) {
 fn signal_watcher(mut pipe: fs::File) {
     use std::io::Read;
     let mut b = [0u8; 1];
-    if pipe.read_exact(&mut b).is_err() {
-        return;
+    loop {
+        if pipe.read_exact(&mut b).is_err() {
+            return;
+        }
+        let graceful = GRACEFUL.lock().ok().and_then(|g| g.clone());
+        match graceful {
+            Some(flag) if RECEIVED.load(Ordering::Relaxed) == 0 => {
+                RECEIVED.store(b[0] as i32, Ordering::Relaxed);
+                flag.store(true, Ordering::Relaxed);
+                eprintln!(
+                    "headroom-testbed: signal {}: stopping; writing what was measured (signal again to abort)",
+                    b[0]
+                );
+            }
+            _ => break,
+        }
     }
     let runs: Vec<LiveRun> = match LIVE.lock() {
         Ok(mut l) => l.drain(..).collect(),
