@@ -82,7 +82,7 @@ pub fn run_with_progress(w: &mut World) {
     let started = Instant::now();
     let end = w.end;
     let steps = 200u64;
-    let tty = std::io::stderr().is_terminal();
+    let tty = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
     let mut drawn = false;
     for k in 1..=steps {
         w.run_until(Time(end.0 / steps * k));
