@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod outdir;
 mod plot;
 mod probe;
 mod probe_bench;

@@ -143,6 +143,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
+    crate::outdir::writable_file(a.csv.as_deref(), "--csv")?;
     if let Some(why) = headroom_testbed::unsupported_reason() {
         bail!("the testbed cannot run here: {why}");
     }

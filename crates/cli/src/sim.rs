@@ -82,7 +82,7 @@ pub fn run_with_progress(w: &mut World) {
     let started = Instant::now();
     let end = w.end;
     let steps = 200u64;
-    let tty = std::io::stderr().is_terminal();
+    let tty = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
     let mut drawn = false;
     for k in 1..=steps {
         w.run_until(Time(end.0 / steps * k));
@@ -110,6 +110,7 @@ pub fn run_with_progress(w: &mut World) {
 pub const BUILT_IN_SCENARIO: &str = include_str!("../../../scenarios/sim/dumbbell.toml");
 
 fn run_one(a: RunArgs) -> Result<()> {
+    crate::outdir::writable_dir(a.out.as_deref(), "--out")?;
     let sc = match &a.file {
         Some(f) => load(f)?.1,
         None => Scenario::parse(BUILT_IN_SCENARIO, "built-in scenarios/sim/dumbbell.toml")?,
@@ -133,6 +134,7 @@ fn run_one(a: RunArgs) -> Result<()> {
 }
 
 fn run_sweep(a: SweepArgs) -> Result<()> {
+    crate::outdir::writable_dir(a.out.as_deref(), "--out")?;
     let (src, sc) = load(&a.file)?;
     let (key, values) = match (&a.key, &sc.sweep) {
         (Some(k), _) => (k.clone(), a.values.iter().map(|v| parse_cli_value(v)).collect::<Vec<_>>()),

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
@@ -80,6 +81,7 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
             for r in removed {
                 println!("removed {r}");
             }
+            report_unrecorded();
             Ok(())
         }
         TestbedCmd::List => {
@@ -88,6 +90,7 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
                 let hosts: Vec<String> = r.hosts.iter().map(|h| format!("{}={}", h.name, h.addr)).collect();
                 println!("{}  pid {}  {state}  {}", r.prefix, r.pid, hosts.join(" "));
             }
+            report_unrecorded();
             Ok(())
         }
         TestbedCmd::BenchDelaybox { delay, rates, step, size } => {
@@ -142,6 +145,13 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
     }
 }
 
+/// Names namespaces that look like ours but that no state file records: they are left alone.
+fn report_unrecorded() {
+    for ns in headroom_testbed::bed::unrecorded_namespaces() {
+        eprintln!("left alone: namespace {ns} is named like a testbed's but no state file records it");
+    }
+}
+
 fn up(file: &std::path::Path) -> Result<()> {
     let s = Scenario::load(file)?;
     let tb = Testbed::up(&s.topology())?;
@@ -178,8 +188,17 @@ fn exec(prefix: Option<&str>, host: &str, cmd: &[String]) -> Result<()> {
 
 fn run_file(file: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
     let s = Scenario::load(file)?;
-    let out = scenario::run(&s, &AtomicBool::new(false))?;
     let path = output.or_else(|| s.run.output.as_ref().map(PathBuf::from));
+    crate::outdir::writable_file(path.as_deref(), "-o (or [run] output)")?;
+    // Ctrl-C / SIGTERM stop the measurement; the CSV and summary of what was measured so far are
+    // still written (marked partial) and the testbed torn down. A second signal aborts at once.
+    let interrupt = Arc::new(AtomicBool::new(false));
+    headroom_testbed::bed::interrupt_on_signal(interrupt.clone());
+    let out = scenario::run(&s, &interrupt)?;
+    if let Some(t) = out.interrupted_after {
+        // marks the CSV as partial: one row `run,interrupted_after_s` at the time of the interruption
+        out.recorder.push(t.as_secs_f64(), "run", "interrupted_after_s", t.as_secs_f64());
+    }
     match &path {
         Some(p) => {
             let mut f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
@@ -187,17 +206,21 @@ fn run_file(file: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
         }
         None => out.recorder.write_csv(&mut std::io::stdout().lock())?,
     }
-    eprintln!(
-        "testbed {} ({}): {:.1} s",
-        out.prefix,
-        s.name.as_deref().unwrap_or("unnamed"),
-        s.run.duration.as_secs_f64()
-    );
+    let measured = match out.interrupted_after {
+        Some(t) => {
+            format!("PARTIAL: interrupted after {:.1} s of {:.1} s", t.as_secs_f64(), s.run.duration.as_secs_f64())
+        }
+        None => format!("{:.1} s", s.run.duration.as_secs_f64()),
+    };
+    eprintln!("testbed {} ({}): {measured}", out.prefix, s.name.as_deref().unwrap_or("unnamed"));
     for f in &out.flows {
         eprintln!("  {:12} {:?}: {:.3} Mbit/s; {}", f.name, f.kind, f.throughput.as_mbps(), f.detail);
     }
     if let Some(p) = path {
-        eprintln!("wrote {}", p.display());
+        eprintln!("wrote {}{}", p.display(), if out.interrupted_after.is_some() { " (partial)" } else { "" });
+    }
+    if out.interrupted_after.is_some() {
+        std::process::exit(128 + headroom_testbed::bed::received_signal().unwrap_or(libc::SIGINT));
     }
     Ok(())
 }

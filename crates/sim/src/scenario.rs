@@ -6,11 +6,47 @@
 //! seed = 1
 //!
 //! [[link]]                 # a duplex link; nodes are created by naming them
-//! a = "s1"
-//! b = "r1"
+//! a = "r1"
+//! b = "r2"
 //! rate = "100Mbps"
 //! delay = "2ms"            # one-way propagation delay
 //! queue = 1000             # DropTail limit in packets (or queue_bytes = "150KB")
+//!
+//! [[link]]
+//! a = "s1"
+//! b = "r1"
+//! rate = "1Gbps"
+//! delay = "1ms"
+//!
+//! [[link]]
+//! a = "r2"
+//! b = "d1"
+//! rate = "1Gbps"
+//! delay = "1ms"
+//!
+//! [[link]]
+//! a = "u1"
+//! b = "r1"
+//! rate = "1Gbps"
+//! delay = "1ms"
+//!
+//! [[link]]
+//! a = "r2"
+//! b = "v1"
+//! rate = "1Gbps"
+//! delay = "1ms"
+//!
+//! [[link]]
+//! a = "c1"
+//! b = "r1"
+//! rate = "1Gbps"
+//! delay = "1ms"
+//!
+//! [[link]]
+//! a = "r2"
+//! b = "w1"
+//! rate = "1Gbps"
+//! delay = "1ms"
 //!
 //! [[tcp]]                  # bulk (FTP) flows
 //! from = "s1"
@@ -22,7 +58,7 @@
 //! from = "u1"
 //! to = "v1"
 //! pattern = { kind = "exp_on_off", rate = "20Mbps", mean_on = "500ms", mean_off = "500ms" }
-//! size = { kind = "fixed", bytes = 1000 }
+//! size = { kind = "fixed", size = 1000 }
 //!
 //! [[web]]
 //! clients = "c1"
@@ -417,6 +453,7 @@ impl Scenario {
         if self.links.is_empty() {
             return Err(ScenarioError(format!("{origin}: no `[[link]]`: a scenario needs a topology")));
         }
+        crate::limits::check(self, origin)?;
         let nodes = self.node_names();
         let known = |n: &Spanned<String>, key: &str| {
             if nodes.iter().any(|x| x == n.get_ref()) {

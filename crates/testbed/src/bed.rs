@@ -18,8 +18,8 @@ use std::fs;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Once};
 use std::thread::JoinHandle;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -194,8 +194,12 @@ struct LiveRun {
 
 static LIVE: Mutex<Vec<LiveRun>> = Mutex::new(Vec::new());
 static SIGNALS: Once = Once::new();
+/// Set by [`interrupt_on_signal`]: the first signal sets this flag instead of tearing down.
+static GRACEFUL: Mutex<Option<Arc<AtomicBool>>> = Mutex::new(None);
+/// The first signal received while [`GRACEFUL`] was set (0: none).
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
-fn register_live(prefix: &str, namespaces: &[String]) {
+fn install_signals() {
     SIGNALS.call_once(|| match sys::install_signal_pipe() {
         Ok(pipe) => {
             let _ = std::thread::Builder::new().name("hr-testbed-sig".into()).spawn(move || signal_watcher(pipe));
@@ -204,6 +208,26 @@ fn register_live(prefix: &str, namespaces: &[String]) {
             eprintln!("headroom-testbed: cannot install signal handlers ({e:#}); Ctrl-C will leave namespaces behind")
         }
     });
+}
+
+/// Makes the first SIGINT/SIGTERM/SIGHUP set `flag` instead of tearing every testbed down and
+/// exiting: the caller stops measuring, writes what it has, and drops its testbeds. A second
+/// signal still tears down and exits at once with 128+signal. Installs the handlers now, so a
+/// signal that arrives before the first `up` is not lost either.
+pub fn interrupt_on_signal(flag: Arc<AtomicBool>) {
+    if let Ok(mut g) = GRACEFUL.lock() {
+        *g = Some(flag);
+    }
+    install_signals();
+}
+
+/// The signal that set the flag of [`interrupt_on_signal`], if one did.
+pub fn received_signal() -> Option<i32> {
+    Some(RECEIVED.load(Ordering::Relaxed)).filter(|s| *s != 0)
+}
+
+fn register_live(prefix: &str, namespaces: &[String]) {
+    install_signals();
     if let Ok(mut live) = LIVE.lock() {
         live.push(LiveRun { prefix: prefix.to_string(), namespaces: namespaces.to_vec() });
     }
@@ -218,8 +242,22 @@ fn unregister_live(prefix: &str) {
 fn signal_watcher(mut pipe: fs::File) {
     use std::io::Read;
     let mut b = [0u8; 1];
-    if pipe.read_exact(&mut b).is_err() {
-        return;
+    loop {
+        if pipe.read_exact(&mut b).is_err() {
+            return;
+        }
+        let graceful = GRACEFUL.lock().ok().and_then(|g| g.clone());
+        match graceful {
+            Some(flag) if RECEIVED.load(Ordering::Relaxed) == 0 => {
+                RECEIVED.store(b[0] as i32, Ordering::Relaxed);
+                flag.store(true, Ordering::Relaxed);
+                eprintln!(
+                    "headroom-testbed: signal {}: stopping; writing what was measured (signal again to abort)",
+                    b[0]
+                );
+            }
+            _ => break,
+        }
     }
     let runs: Vec<LiveRun> = match LIVE.lock() {
         Ok(mut l) => l.drain(..).collect(),
@@ -640,47 +678,52 @@ pub fn remove_run(run: &RunState) {
     let _ = fs::remove_dir_all(Path::new(STATE_ROOT).join(&run.prefix));
 }
 
-/// Namespaces named like ours (`hr<hex>-...`) that no recorded run claims.
-fn orphan_namespaces(runs: &[RunState]) -> Vec<String> {
+/// Whether `name` has the shape of our namespace names, `hr<hex>-...`. The shape alone proves
+/// nothing: anybody can name a namespace like that, so it is never a reason to remove one.
+fn looks_like_ours(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("hr") else { return false };
+    let Some((hex, _)) = rest.split_once('-') else { return false };
+    !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Namespaces named like ours (`hr<hex>-...`) that no state file under [`STATE_ROOT`] records.
+/// A testbed writes its state file before it creates anything, so such a namespace is not one of
+/// ours: it is reported, never removed.
+pub fn unrecorded_namespaces() -> Vec<String> {
+    let runs = list_runs();
     let Ok(out) = run_cmd(&["ip", "netns", "list"]) else { return Vec::new() };
     out.lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| {
-            let Some(rest) = n.strip_prefix("hr") else { return false };
-            let Some((hex, _)) = rest.split_once('-') else { return false };
-            !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit())
-        })
+        .filter(|n| looks_like_ours(n))
         .filter(|n| !runs.iter().any(|r| r.namespaces.iter().any(|x| x == n)))
         .map(str::to_string)
         .collect()
 }
 
-/// `down --stale`: removes runs whose owner process is gone, and namespaces named like ours
-/// that no live run records (left by a run killed before it wrote its state). Returns the
-/// prefixes and namespaces removed.
+/// `down --stale`: for every state file whose owner process is gone (or whose pid now names a
+/// process with another start time), removes exactly the namespaces it records (killing the
+/// processes left in them), then the state file. Namespaces that no state file records are left
+/// alone, whatever their name ([`unrecorded_namespaces`] lists them). Returns the prefixes of
+/// the runs removed.
 pub fn down_stale() -> Result<Vec<String>> {
     check_support()?;
-    let runs = list_runs();
     let mut removed = Vec::new();
-    for r in runs.iter().filter(|r| r.is_stale()) {
+    for r in list_runs().iter().filter(|r| r.is_stale()) {
         remove_run(r);
         removed.push(r.prefix.clone());
     }
-    let live: Vec<RunState> = runs.into_iter().filter(|r| !r.is_stale()).collect();
-    let orphans = orphan_namespaces(&live);
-    remove_namespaces(&orphans);
-    removed.extend(orphans);
     Ok(removed)
 }
 
 /// `down`: asks live owners (`headroom testbed up`) to tear down with SIGTERM, waits up to
-/// `wait`, then removes whatever is left, stale runs included. With `prefix`, only that run.
+/// `wait`, then removes whatever their state files record, stale runs included. With `prefix`,
+/// only that run. Like [`down_stale`], it never touches a namespace no state file records.
 pub fn down_all(prefix: Option<&str>, wait: std::time::Duration) -> Result<Vec<String>> {
     check_support()?;
     let runs: Vec<RunState> = list_runs().into_iter().filter(|r| prefix.is_none_or(|p| r.prefix == p)).collect();
     if let Some(p) = prefix {
         if runs.is_empty() {
-            bail!("no testbed with prefix `{p}` (see /run/headroom-testbed)");
+            bail!("no testbed with prefix `{p}` (see {STATE_ROOT})");
         }
     }
     for r in runs.iter().filter(|r| !r.is_stale() && r.pid != std::process::id()) {
@@ -694,11 +737,6 @@ pub fn down_all(prefix: Option<&str>, wait: std::time::Duration) -> Result<Vec<S
     for r in &runs {
         remove_run(r);
         removed.push(r.prefix.clone());
-    }
-    if prefix.is_none() {
-        let orphans = orphan_namespaces(&[]);
-        remove_namespaces(&orphans);
-        removed.extend(orphans);
     }
     Ok(removed)
 }

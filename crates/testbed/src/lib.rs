@@ -64,7 +64,9 @@
 //! unwinding) removes everything. The first `up` installs SIGINT/SIGTERM/SIGHUP handlers that
 //! remove every live testbed of the process and exit with 128+signal. A SIGKILLed run leaves
 //! namespaces behind, recorded in `/run/headroom-testbed/<prefix>/state.json`; [`down_stale`]
-//! (`headroom testbed down --stale`) removes runs whose owner process is gone.
+//! (`headroom testbed down --stale`) removes exactly the namespaces recorded by runs whose owner
+//! process is gone. A namespace named like ours that no state file records is never removed
+//! ([`bed::unrecorded_namespaces`] lists them).
 //!
 //! Tests need root; [`unsupported_reason`] says why a machine cannot run them.
 

@@ -4,7 +4,8 @@
 //! web, received IP bytes for UDP, over each sampling interval), `rtt_ms` and `cwnd_bytes`
 //! (TCP_INFO of TCP senders), `queue_bytes`, `queue_pkts` and `drops` (flow `bottleneck`: the
 //! forward qdisc's backlog and cumulative drops; for UDP flows `drops` is the cumulative count of
-//! lost packets), and `page_ms` (web flows: one row per finished page at its finish time).
+//! lost packets), and `page_ms` (web flows: one row per finished page at its finish time). An
+//! interrupted `headroom testbed run` adds one row `run,interrupted_after_s` (its partial mark).
 
 use std::io::Write;
 use std::net::TcpStream;

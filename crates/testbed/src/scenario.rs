@@ -36,6 +36,9 @@ pub struct RunOutcome {
     pub prefix: String,
     pub recorder: Arc<Recorder>,
     pub flows: Vec<FlowSummary>,
+    /// `Some(t)` when `interrupt` stopped the run `t` after its start: the rows and summaries
+    /// cover only that time (throughputs are over each flow's active time within it).
+    pub interrupted_after: Option<Dur>,
 }
 
 fn wait_until(t_ns: u64, stop: &AtomicBool) -> bool {
@@ -48,7 +51,8 @@ fn wait_until(t_ns: u64, stop: &AtomicBool) -> bool {
     true
 }
 
-/// Runs `s` to completion (or until `interrupt` is set).
+/// Runs `s` to completion, or until `interrupt` is set: then the flows stop, the testbed is torn
+/// down and the outcome covers what was measured so far ([`RunOutcome::interrupted_after`]).
 pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
     let tb = Testbed::up(&s.topology())?;
     let rec = Recorder::new();
@@ -186,10 +190,10 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
     }
     // TCP_INFO probes once the senders have connected
     let mut registered = 0;
-    let mut interrupted = false;
+    let mut interrupted_ns = None;
     while sys::now_ns() < run_end {
         if interrupt.load(Ordering::Relaxed) {
-            interrupted = true;
+            interrupted_ns = Some(sys::now_ns());
             break;
         }
         if let Ok(socks) = tcp_sockets.lock() {
@@ -202,30 +206,36 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
     }
     stop.store(true, Ordering::Relaxed);
     sampler.stop();
+    let interrupted_after = interrupted_ns.map(|t| Dur(t.saturating_sub(t0)));
+    // A flow cut short by an interruption may fail (a peer gone mid-transfer): that is a note on
+    // its partial result, not an error of the run.
+    let join = |h: JoinHandle<Result<String>>, side: &str| -> Result<String> {
+        match h.join().map_err(|_| anyhow!("{side} panicked"))? {
+            Err(e) if interrupted_after.is_some() => Ok(format!("stopped by the interruption ({e:#})")),
+            r => r,
+        }
+    };
     let mut send_notes = Vec::new();
     for h in senders {
-        send_notes.push(h.join().map_err(|_| anyhow!("sender panicked"))??);
+        send_notes.push(join(h, "sender")?);
     }
     let mut recv_notes = Vec::new();
     for h in receivers {
-        recv_notes.push(h.join().map_err(|_| anyhow!("receiver panicked"))??);
+        recv_notes.push(join(h, "receiver")?);
     }
     let prefix = tb.prefix().to_string();
     tb.down()?;
-    if interrupted {
-        return Err(anyhow!("interrupted"));
-    }
+    let horizon = interrupted_after.unwrap_or(s.run.duration).min(s.run.duration);
     let mut flows = Vec::new();
     for (i, f) in s.flows.iter().enumerate() {
-        let active =
-            f.duration.unwrap_or(s.run.duration.saturating_sub(f.start)).min(s.run.duration.saturating_sub(f.start));
+        let active = f.duration.unwrap_or(horizon).min(horizon.saturating_sub(f.start));
         let bytes = counters[i].bytes.load(Ordering::Relaxed);
         flows.push(FlowSummary {
             name: s.flow_name(i),
             kind: f.kind,
-            throughput: Bytes(bytes).per(active),
+            throughput: if active.0 == 0 { Rate::ZERO } else { Bytes(bytes).per(active) },
             detail: format!("{}; {}", send_notes[i], recv_notes[i]).trim_end_matches("; ").to_string(),
         });
     }
-    Ok(RunOutcome { prefix, recorder: rec, flows })
+    Ok(RunOutcome { prefix, recorder: rec, flows, interrupted_after })
 }

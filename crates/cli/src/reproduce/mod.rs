@@ -43,6 +43,7 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
         }
         return Ok(());
     }
+    crate::outdir::writable_dir(Some(&a.out), "--out")?;
     let chosen: Vec<&Experiment> = if a.names.iter().any(|n| n == "all") {
         experiments()
     } else {
