@@ -126,6 +126,21 @@ mod tests {
     }
 
     #[test]
+    fn serialize_writes_what_deserialize_reads() {
+        #[derive(serde::Serialize, Deserialize, PartialEq, Debug)]
+        struct S {
+            rate: Rate,
+            delay: Dur,
+            size: Bytes,
+        }
+        let s = S { rate: Rate(1_234_567), delay: Dur(1_500_000_001), size: Bytes(1500) };
+        let text = toml::to_string(&s).unwrap();
+        assert!(text.contains("rate = \"1.234567Mbps\"") && text.contains("delay = \"1.500000001s\""), "{text}");
+        assert!(text.contains("size = 1500"), "{text}");
+        assert_eq!(toml::from_str::<S>(&text).unwrap(), s);
+    }
+
+    #[test]
     fn nonzero_variants_refuse_zero() {
         #[derive(Deserialize, Debug)]
         struct Nz {
