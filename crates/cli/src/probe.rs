@@ -6,20 +6,11 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use headroom_core::abw::compare::{Comparison, ComparisonSetup};
 use headroom_core::abw::{EstimatorConfig, Method, Outcome, QuickSpec};
-use headroom_core::units::{parse_bytes, parse_dur, parse_rate, Bytes, Dur, Rate};
+use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate, Estimate, EstimateOptions, Server, ServerConfig};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-fn rate_arg(s: &str) -> Result<Rate, String> {
-    parse_rate(s).map_err(|e| e.to_string())
-}
-fn dur_arg(s: &str) -> Result<Dur, String> {
-    parse_dur(s).map_err(|e| e.to_string())
-}
-fn bytes_arg(s: &str) -> Result<Bytes, String> {
-    parse_bytes(s).map_err(|e| e.to_string())
-}
 fn decrease_factor_arg(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(f) if f > 1.0 && f.is_finite() => Ok(f),
@@ -38,22 +29,22 @@ pub struct ProbeArgs {
     #[arg(long, default_value = "pathquick", value_parser = method_arg)]
     pub method: Method,
     /// Lowest rate to probe (default: PathQuick's ΔP = 12 B from the smallest packet).
-    #[arg(long, value_parser = rate_arg)]
+    #[arg(long, value_parser = parse_positive::<Rate>)]
     pub bmin: Option<Rate>,
     /// Highest rate to probe.
-    #[arg(long, default_value = "12Mbps", value_parser = rate_arg)]
+    #[arg(long, default_value = "12Mbps", value_parser = parse_positive::<Rate>)]
     pub bmax: Rate,
     /// Trains to send; results are combined (mean).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
     /// Largest probe packet at the IP level.
-    #[arg(long, default_value = "1500", value_parser = bytes_arg)]
+    #[arg(long, default_value = "1500", value_parser = parse_positive::<Bytes>)]
     pub size: Bytes,
     /// pathChirp spread factor.
     #[arg(long, default_value_t = 1.2)]
     pub gamma: f64,
     /// How long to wait for the server.
-    #[arg(long, default_value = "2s", value_parser = dur_arg)]
+    #[arg(long, default_value = "2s", value_parser = parse_positive::<Dur>)]
     pub timeout: Dur,
     /// One JSON object on stdout.
     #[arg(long, conflicts_with = "instbw")]
@@ -84,10 +75,10 @@ pub struct ServeArgs {
     #[arg(long, default_value = "0.0.0.0:7447")]
     pub listen: String,
     /// Highest rate a train may probe.
-    #[arg(long, default_value = "1Gbps", value_parser = rate_arg)]
+    #[arg(long, default_value = "1Gbps", value_parser = parse_positive::<Rate>)]
     pub max_rate: Rate,
     /// Largest probe packet (IP level).
-    #[arg(long, default_value = "1500", value_parser = bytes_arg)]
+    #[arg(long, default_value = "1500", value_parser = parse_positive::<Bytes>)]
     pub max_size: Bytes,
     /// Clients served at once.
     #[arg(long, default_value_t = 64)]
@@ -96,32 +87,32 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 50)]
     pub trains_per_10s: u32,
     /// Stop after this long (default: run until killed).
-    #[arg(long, value_parser = dur_arg)]
+    #[arg(long, value_parser = parse_positive::<Dur>)]
     pub duration: Option<Dur>,
 }
 
 #[derive(Args, Debug)]
 pub struct DesignArgs {
     /// PathQuick packet spacing T_quick.
-    #[arg(long, default_value = "1ms", value_parser = dur_arg)]
+    #[arg(long, default_value = "1ms", value_parser = parse_positive::<Dur>)]
     pub t_quick: Dur,
     /// First packet size P_1.
-    #[arg(long, default_value = "1", value_parser = bytes_arg)]
+    #[arg(long, default_value = "1", value_parser = parse_positive::<Bytes>)]
     pub p1: Bytes,
     /// Size increment ΔP.
-    #[arg(long, default_value = "12", value_parser = bytes_arg)]
+    #[arg(long, default_value = "12", value_parser = parse_positive::<Bytes>)]
     pub delta_p: Bytes,
     /// Last packet size P_N.
-    #[arg(long, default_value = "1489", value_parser = bytes_arg)]
+    #[arg(long, default_value = "1489", value_parser = parse_positive::<Bytes>)]
     pub pn: Bytes,
     /// pathChirp spread factor γ (the chirp uses P = P_N and PathQuick's range).
     #[arg(long, default_value_t = 1.2)]
     pub gamma: f64,
     /// Round-trip time added to the train for the estimate time.
-    #[arg(long, default_value = "52ms", value_parser = dur_arg)]
+    #[arg(long, default_value = "52ms")]
     pub rtt: Dur,
     /// Budget for one estimate (train + RTT).
-    #[arg(long, default_value = "500ms", value_parser = dur_arg)]
+    #[arg(long, default_value = "500ms", value_parser = parse_positive::<Dur>)]
     pub budget: Dur,
     /// One JSON object on stdout.
     #[arg(long)]

@@ -45,7 +45,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use headroom_core::abw::{estimate_train, EstimatorConfig, Method, Outcome, RAMP_DECREASE_FACTOR};
-use headroom_core::units::{parse_bytes, parse_dur, parse_rate, Bytes, Dur, Rate};
+use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
 use headroom_testbed::topology::Buffer;
@@ -55,25 +55,25 @@ use headroom_testbed::{Bottleneck, Testbed, Topology};
 #[derive(Args, Debug, Clone)]
 pub struct ProbeBenchArgs {
     /// Cross-traffic levels (Poisson UDP, 1000-byte packets), comma-separated.
-    #[arg(long, default_value = "0,3Mbps,6Mbps,9Mbps", value_delimiter = ',', value_parser = rate_or_zero)]
+    #[arg(long, default_value = "0,3Mbps,6Mbps,9Mbps", value_delimiter = ',')]
     pub levels: Vec<Rate>,
     /// Single-train estimates per level and method.
     #[arg(long, default_value_t = 15)]
     pub trains: u32,
     /// Bottleneck rate.
-    #[arg(long, default_value = "12Mbps", value_parser = rate_arg)]
+    #[arg(long, default_value = "12Mbps", value_parser = parse_positive::<Rate>)]
     pub rate: Rate,
     /// One-way propagation delay of the bottleneck (each way).
-    #[arg(long, default_value = "26ms", value_parser = dur_arg)]
+    #[arg(long, default_value = "26ms")]
     pub delay: Dur,
     /// Token-bucket depth of the bottleneck's tbf (see the module doc).
-    #[arg(long, default_value = "1600B", value_parser = bytes_arg)]
+    #[arg(long, default_value = "1600B", value_parser = parse_positive::<Bytes>)]
     pub burst: Bytes,
     /// Bottleneck buffer (`100pkts` as in the simulated Fig. 6, or bytes such as `150KB`).
     #[arg(long, default_value = "100pkts")]
     pub buffer: String,
     /// Pause between two estimates.
-    #[arg(long, default_value = "300ms", value_parser = dur_arg)]
+    #[arg(long, default_value = "300ms")]
     pub pause: Dur,
     /// Also fit the knee (`EstimatorConfig::knee_fit`, see docs/pathquick.md).
     #[arg(long)]
@@ -84,22 +84,6 @@ pub struct ProbeBenchArgs {
     /// Write every estimate as CSV here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
-}
-
-fn rate_arg(s: &str) -> Result<Rate, String> {
-    parse_rate(s).map_err(|e| e.to_string())
-}
-fn rate_or_zero(s: &str) -> Result<Rate, String> {
-    if s.trim() == "0" {
-        return Ok(Rate::ZERO);
-    }
-    rate_arg(s)
-}
-fn dur_arg(s: &str) -> Result<Dur, String> {
-    parse_dur(s).map_err(|e| e.to_string())
-}
-fn bytes_arg(s: &str) -> Result<Bytes, String> {
-    parse_bytes(s).map_err(|e| e.to_string())
 }
 
 /// Size of a cross-traffic packet (IP bytes), as in the paper.

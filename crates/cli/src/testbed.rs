@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use headroom_core::units::{parse_dur, parse_rate};
+use headroom_core::units::{parse_positive, Dur, Rate};
 use headroom_testbed::bench::{bench_delaybox, BenchConfig};
 use headroom_testbed::{scenario, Scenario, Testbed};
 
@@ -51,13 +51,19 @@ pub enum TestbedCmd {
     BenchDelaybox {
         /// One-way delay configured in each direction.
         #[arg(long, default_value = "10ms")]
-        delay: String,
+        delay: Dur,
         /// Offered UDP rates, comma separated; stops at the first that fails.
-        #[arg(long, default_value = "100Mbps,200Mbps,400Mbps,600Mbps,800Mbps,1000Mbps")]
-        rates: String,
+        #[arg(
+            long,
+            default_value = "100Mbps,200Mbps,400Mbps,600Mbps,800Mbps,1000Mbps",
+            value_delimiter = ',',
+            required = true,
+            value_parser = parse_positive::<Rate>
+        )]
+        rates: Vec<Rate>,
         /// Length of each rate step.
-        #[arg(long, default_value = "2s")]
-        step: String,
+        #[arg(long, default_value = "2s", value_parser = parse_positive::<Dur>)]
+        step: Dur,
         /// IP packet size in bytes.
         #[arg(long, default_value_t = 1500)]
         size: usize,
@@ -94,19 +100,7 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
             Ok(())
         }
         TestbedCmd::BenchDelaybox { delay, rates, step, size } => {
-            let mut cfg = BenchConfig {
-                delay: parse_dur(&delay).context("--delay")?,
-                step: parse_dur(&step).context("--step")?,
-                size,
-                ..BenchConfig::default()
-            };
-            cfg.rates = rates
-                .split(',')
-                .map(|r| parse_rate(r.trim()).with_context(|| format!("--rates: `{r}`")))
-                .collect::<Result<_>>()?;
-            if cfg.rates.is_empty() || cfg.step.0 == 0 {
-                bail!("--rates and --step must be non-empty and positive");
-            }
+            let cfg = BenchConfig { delay, step, rates, size };
             if !(headroom_testbed::traffic::MIN_UDP_SIZE..=65_000).contains(&size) {
                 bail!("--size: {size} outside {}..=65000", headroom_testbed::traffic::MIN_UDP_SIZE);
             }

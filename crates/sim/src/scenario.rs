@@ -78,7 +78,9 @@ use headroom_core::units::{parse_dur, Bytes, Dur, Rate};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::serde_units::{de_dur, de_opt_bytes, de_opt_dur, de_opt_rate, de_rate};
+use crate::serde_units::{
+    de_dur, de_opt_bytes, de_opt_dur, de_opt_rate, de_opt_rate_nonzero, de_probability, de_rate_nonzero,
+};
 use crate::tcp::RtoParams;
 use crate::traffic::{SizeDist, UdpPattern, WebModel};
 
@@ -118,12 +120,12 @@ pub struct Scenario {
 pub struct LinkSpec {
     pub a: Spanned<String>,
     pub b: Spanned<String>,
-    #[serde(deserialize_with = "de_rate")]
+    #[serde(deserialize_with = "de_rate_nonzero")]
     pub rate: Rate,
     #[serde(deserialize_with = "de_dur")]
     pub delay: Dur,
     /// Rate from `b` to `a` when it differs.
-    #[serde(default, deserialize_with = "de_opt_rate")]
+    #[serde(default, deserialize_with = "de_opt_rate_nonzero")]
     pub rate_ba: Option<Rate>,
     /// Delay from `b` to `a` when it differs.
     #[serde(default, deserialize_with = "de_opt_dur")]
@@ -134,10 +136,10 @@ pub struct LinkSpec {
     #[serde(default, deserialize_with = "de_opt_bytes")]
     pub queue_bytes: Option<Bytes>,
     /// Random (Bernoulli) loss probability from `a` to `b`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_probability")]
     pub loss: f64,
     /// Random loss probability from `b` to `a`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_probability")]
     pub loss_ba: f64,
     /// Blackouts: `[["10s", "13s"]]` drops everything in both directions from 10 s to 13 s.
     #[serde(default)]
@@ -473,18 +475,6 @@ impl Scenario {
         for (i, l) in self.links.iter().enumerate() {
             if l.a.get_ref() == l.b.get_ref() {
                 return Err(err(&l.a.span(), &format!("link[{i}].b"), "a link needs two different nodes".into()));
-            }
-            if l.rate.0 == 0 || l.rate_ba == Some(Rate(0)) {
-                return Err(err(&l.a.span(), &format!("link[{i}].rate"), "rate must be positive".into()));
-            }
-            for (k, p) in [("loss", l.loss), ("loss_ba", l.loss_ba)] {
-                if !(0.0..=1.0).contains(&p) {
-                    return Err(err(
-                        &l.a.span(),
-                        &format!("link[{i}].{k}"),
-                        format!("{p} is not a probability in [0, 1]"),
-                    ));
-                }
             }
             l.outages().map_err(|m| err(&l.a.span(), &format!("link[{i}].down"), m))?;
             if l.queue.is_some() && l.queue_bytes.is_some() {

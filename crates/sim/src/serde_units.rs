@@ -1,151 +1,73 @@
-//! `deserialize_with` functions that read headroom's units from scenario files.
+//! `deserialize_with` functions that read headroom's units from scenario files: thin names for
+//! the parsers in [`headroom_core::units`] (cargo feature `serde`), which hold the one syntax
+//! and its rules (zero, negative numbers, case, overflow) for every file and command line.
 //!
 //! Rates and durations are written as strings with their unit (`rate = "3Mbps"`,
-//! `mean_on = "500ms"`) and parsed by [`headroom_core::units::parse_rate`] and
-//! [`parse_dur`](headroom_core::units::parse_dur); a bare number is refused because `rate = 3`
-//! could mean bits, kilobits or megabits per second. Sizes accept a bare integer (bytes) or a
-//! string (`"64KB"`). Every error names the offending value; the TOML deserializer adds the file
+//! `mean_on = "500ms"`); a bare number other than `0` is refused because `rate = 3` could mean
+//! bits, kilobits or megabits per second. Sizes accept a bare integer (bytes) or a string
+//! (`"64KB"`). Every error names the offending value; the TOML deserializer adds the file
 //! position and the key.
 //!
 //! Use as `#[serde(deserialize_with = "de_rate")]`; the `de_opt_*` variants go with
-//! `#[serde(default, deserialize_with = "de_opt_dur")]`; the `*_nonzero` variants refuse zero.
+//! `#[serde(default, deserialize_with = "de_opt_dur")]`; the `*_nonzero` variants refuse zero
+//! ([`headroom_core::units::positive`]); [`de_probability`] takes a loss rate in \[0, 1\].
 
-use std::fmt;
-
-use headroom_core::units::{parse_bytes, parse_dur, parse_rate, Bytes, Dur, Rate};
-use serde::de::{self, Deserialize, Deserializer, Visitor};
-
-struct RateVisitor;
-impl Visitor<'_> for RateVisitor {
-    type Value = Rate;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a bit rate string such as \"3Mbps\", \"100kbps\" or \"1.5Gbps\"")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
-        parse_rate(v).map_err(|e| E::custom(format_args!("invalid rate {e}")))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
-        Err(E::custom(format_args!("invalid rate `{v}`: write the unit, e.g. \"{v}Mbps\" or \"{v}bps\"")))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
-        self.visit_i64(v as i64)
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
-        Err(E::custom(format_args!("invalid rate `{v}`: write the unit, e.g. \"{v}Mbps\"")))
-    }
-}
-
-struct DurVisitor;
-impl Visitor<'_> for DurVisitor {
-    type Value = Dur;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a duration string such as \"10ms\", \"1.5s\" or \"250us\"")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
-        parse_dur(v).map_err(|e| E::custom(format_args!("invalid duration {e}")))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-        Err(E::custom(format_args!("invalid duration `{v}`: write the unit, e.g. \"{v}ms\" or \"{v}s\"")))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
-        self.visit_i64(v as i64)
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-        Err(E::custom(format_args!("invalid duration `{v}`: write the unit, e.g. \"{v}s\"")))
-    }
-}
-
-struct BytesVisitor;
-impl Visitor<'_> for BytesVisitor {
-    type Value = Bytes;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a size: an integer number of bytes or a string such as \"64KB\" or \"1.5MB\"")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Bytes, E> {
-        parse_bytes(v).map_err(|e| E::custom(format_args!("invalid size {e}")))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Bytes, E> {
-        u64::try_from(v).map(Bytes).map_err(|_| E::custom(format_args!("invalid size `{v}`: must not be negative")))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Bytes, E> {
-        Ok(Bytes(v))
-    }
-}
+use headroom_core::units::{de, Bytes, Dur, Rate};
+use serde::{Deserialize, Deserializer};
 
 /// A rate written with its unit: `"3Mbps"`.
 pub fn de_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
-    d.deserialize_any(RateVisitor)
+    Rate::deserialize(d)
 }
 
 /// A duration written with its unit: `"10ms"`.
 pub fn de_dur<'de, D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
-    d.deserialize_any(DurVisitor)
+    Dur::deserialize(d)
 }
 
 /// A size: `1500` or `"64KB"`.
 pub fn de_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-    d.deserialize_any(BytesVisitor)
+    Bytes::deserialize(d)
 }
 
-/// Like [`de_rate`], refusing `"0bps"`.
+/// Like [`de_rate`], refusing zero.
 pub fn de_rate_nonzero<'de, D: Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
-    let r = de_rate(d)?;
-    if r.bps() == 0 {
-        return Err(de::Error::custom("invalid rate `0bps`: must be positive"));
-    }
-    Ok(r)
+    de::positive(d)
 }
 
-/// Like [`de_dur`], refusing a zero duration.
+/// Like [`de_dur`], refusing zero.
 pub fn de_dur_nonzero<'de, D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
-    let v = de_dur(d)?;
-    if v.as_nanos() == 0 {
-        return Err(de::Error::custom("invalid duration `0s`: must be positive"));
-    }
-    Ok(v)
+    de::positive(d)
 }
 
 /// Like [`de_bytes`], refusing zero.
 pub fn de_bytes_nonzero<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-    let v = de_bytes(d)?;
-    if v.as_u64() == 0 {
-        return Err(de::Error::custom("invalid size `0`: must be positive"));
-    }
-    Ok(v)
-}
-
-struct RateDe(Rate);
-impl<'de> Deserialize<'de> for RateDe {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        de_rate(d).map(RateDe)
-    }
-}
-struct DurDe(Dur);
-impl<'de> Deserialize<'de> for DurDe {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        de_dur(d).map(DurDe)
-    }
-}
-struct BytesDe(Bytes);
-impl<'de> Deserialize<'de> for BytesDe {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        de_bytes(d).map(BytesDe)
-    }
+    de::positive(d)
 }
 
 /// An optional rate (use with `#[serde(default)]`).
 pub fn de_opt_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
-    Ok(Option::<RateDe>::deserialize(d)?.map(|v| v.0))
+    Option::deserialize(d)
+}
+
+/// An optional rate that, when given, must not be zero (use with `#[serde(default)]`).
+pub fn de_opt_rate_nonzero<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
+    de::opt_positive(d)
 }
 
 /// An optional duration (use with `#[serde(default)]`).
 pub fn de_opt_dur<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
-    Ok(Option::<DurDe>::deserialize(d)?.map(|v| v.0))
+    Option::deserialize(d)
 }
 
 /// An optional size (use with `#[serde(default)]`).
 pub fn de_opt_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
-    Ok(Option::<BytesDe>::deserialize(d)?.map(|v| v.0))
+    Option::deserialize(d)
+}
+
+/// A loss probability in \[0, 1\] ([`headroom_core::units::probability`]).
+pub fn de_probability<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    de::probability(d)
 }
 
 #[cfg(test)]
@@ -204,6 +126,21 @@ mod tests {
     }
 
     #[test]
+    fn serialize_writes_what_deserialize_reads() {
+        #[derive(serde::Serialize, Deserialize, PartialEq, Debug)]
+        struct S {
+            rate: Rate,
+            delay: Dur,
+            size: Bytes,
+        }
+        let s = S { rate: Rate(1_234_567), delay: Dur(1_500_000_001), size: Bytes(1500) };
+        let text = toml::to_string(&s).unwrap();
+        assert!(text.contains("rate = \"1.234567Mbps\"") && text.contains("delay = \"1.500000001s\""), "{text}");
+        assert!(text.contains("size = 1500"), "{text}");
+        assert_eq!(toml::from_str::<S>(&text).unwrap(), s);
+    }
+
+    #[test]
     fn nonzero_variants_refuse_zero() {
         #[derive(Deserialize, Debug)]
         struct Nz {
@@ -211,7 +148,19 @@ mod tests {
             _rate: Rate,
         }
         assert!(toml::from_str::<Nz>("_rate = \"1bps\"").is_ok());
-        let e = toml::from_str::<Nz>("_rate = \"0Mbps\"").unwrap_err().to_string();
-        assert!(e.contains("must be positive"), "{e}");
+        for zero in ["\"0Mbps\"", "0"] {
+            let e = toml::from_str::<Nz>(&format!("_rate = {zero}")).unwrap_err().to_string();
+            assert!(e.contains("must be positive"), "{e}");
+        }
+    }
+
+    #[test]
+    fn bytes_per_second_are_not_read_as_bits() {
+        let s: Sample = toml::from_str("rate = \"10MBps\"\ndelay = \"0\"\nsize = \"1KiB\"\n").unwrap();
+        assert_eq!(s.rate, Rate::from_mbps(80));
+        assert_eq!(s.delay, Dur::ZERO);
+        assert_eq!(s.size, Bytes(1024));
+        let e = toml::from_str::<Sample>("rate = \"10mbps\"\ndelay = \"1s\"\nsize = 1").unwrap_err().to_string();
+        assert!(e.contains("10mbps") && e.contains("line 1"), "{e}");
     }
 }

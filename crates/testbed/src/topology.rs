@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use headroom_core::units::{parse_bytes, parse_dur, parse_rate};
+use headroom_core::units::de::{opt_positive, positive, probability};
 use headroom_core::{Bytes, Dur, Rate};
 use serde::{Deserialize, Deserializer};
 
@@ -43,7 +43,7 @@ impl Buffer {
                 return Ok(Buffer::Packets(n));
             }
         }
-        let b = parse_bytes(t).map_err(|e| format!("{e} (or give packets, e.g. `100pkts`)"))?;
+        let b: Bytes = t.parse().map_err(|e| format!("{e} (or give packets, e.g. `100pkts`)"))?;
         if b.0 < 1500 {
             return Err(format!("`{s}`: a buffer smaller than one 1500-byte packet drops everything"));
         }
@@ -51,49 +51,9 @@ impl Buffer {
     }
 }
 
-fn de_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
-    let s = String::deserialize(d)?;
-    let r = parse_rate(&s).map_err(serde::de::Error::custom)?;
-    if r.0 == 0 {
-        return Err(serde::de::Error::custom(format!("`{s}`: a rate must be positive")));
-    }
-    Ok(r)
-}
-fn de_opt_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rate>, D::Error> {
-    de_rate(d).map(Some)
-}
-fn de_dur<'de, D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
-    let s = String::deserialize(d)?;
-    parse_dur(&s).map_err(serde::de::Error::custom)
-}
-fn de_opt_dur<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
-    de_dur(d).map(Some)
-}
-fn de_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum NumOrStr {
-        N(u64),
-        S(String),
-    }
-    match NumOrStr::deserialize(d)? {
-        NumOrStr::N(n) => Ok(Bytes(n)),
-        NumOrStr::S(s) => parse_bytes(&s).map_err(serde::de::Error::custom),
-    }
-}
-fn de_opt_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
-    de_bytes(d).map(Some)
-}
 fn de_buffer<'de, D: Deserializer<'de>>(d: D) -> Result<Buffer, D::Error> {
     let s = String::deserialize(d)?;
     Buffer::parse(&s).map_err(serde::de::Error::custom)
-}
-fn de_prob<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    let p = f64::deserialize(d)?;
-    if !(0.0..1.0).contains(&p) {
-        return Err(serde::de::Error::custom(format!("{p} is not a probability in [0, 1)")));
-    }
-    Ok(p)
 }
 fn default_buffer() -> Buffer {
     Buffer::Packets(1000)
@@ -104,28 +64,28 @@ fn default_buffer() -> Buffer {
 #[serde(deny_unknown_fields)]
 pub struct Bottleneck {
     /// Forward (left to right) rate, counted in IP bytes; `None` leaves it unlimited.
-    #[serde(default, deserialize_with = "de_opt_rate")]
+    #[serde(default, deserialize_with = "opt_positive")]
     pub rate: Option<Rate>,
     /// Reverse (right to left) rate; `None` leaves it unlimited.
-    #[serde(default, deserialize_with = "de_opt_rate")]
+    #[serde(default, deserialize_with = "opt_positive")]
     pub reverse_rate: Option<Rate>,
     /// Drop-tail buffer in front of each rate limiter.
     #[serde(default = "default_buffer", deserialize_with = "de_buffer")]
     pub buffer: Buffer,
     /// Token-bucket depth; default max(3 MTU, 1 ms at `rate`).
-    #[serde(default, deserialize_with = "de_opt_bytes")]
+    #[serde(default)]
     pub burst: Option<Bytes>,
     /// One-way propagation delay left to right.
-    #[serde(default, deserialize_with = "de_dur")]
+    #[serde(default)]
     pub delay: Dur,
     /// One-way propagation delay right to left; default: `delay`.
-    #[serde(default, deserialize_with = "de_opt_dur")]
+    #[serde(default)]
     pub reverse_delay: Option<Dur>,
     /// Bernoulli loss probability left to right.
-    #[serde(default, deserialize_with = "de_prob")]
+    #[serde(default, deserialize_with = "probability")]
     pub loss: f64,
     /// Bernoulli loss probability right to left.
-    #[serde(default, deserialize_with = "de_prob")]
+    #[serde(default, deserialize_with = "probability")]
     pub reverse_loss: f64,
     /// Seed of the loss generator (runs with the same seed drop the same packet indices).
     #[serde(default)]
@@ -166,11 +126,11 @@ pub struct HostSpec {
     pub name: String,
     pub side: Side,
     /// Access link rate (both directions, tbf on both ends); `None`: unlimited.
-    #[serde(default, deserialize_with = "de_opt_rate")]
+    #[serde(default, deserialize_with = "opt_positive")]
     pub rate: Option<Rate>,
     /// Extra one-way delay of this host's access link, added by the delay box to every packet
     /// from or to this host, in both directions (so this host's RTT grows by twice this).
-    #[serde(default, deserialize_with = "de_dur")]
+    #[serde(default)]
     pub delay: Dur,
 }
 
@@ -270,10 +230,10 @@ pub struct FlowSpec {
     pub kind: FlowKind,
     pub from: String,
     pub to: String,
-    #[serde(default, deserialize_with = "de_dur")]
+    #[serde(default)]
     pub start: Dur,
     /// Default: until the end of the run.
-    #[serde(default, deserialize_with = "de_opt_dur")]
+    #[serde(default)]
     pub duration: Option<Dur>,
     /// tcp: kernel congestion control (default `cubic`).
     #[serde(default)]
@@ -282,15 +242,15 @@ pub struct FlowSpec {
     #[serde(default)]
     pub pattern: Option<PatternKind>,
     /// udp: mean rate (cbr, poisson) or rate while on (onoff), in IP bits.
-    #[serde(default, deserialize_with = "de_opt_rate")]
+    #[serde(default, deserialize_with = "opt_positive")]
     pub rate: Option<Rate>,
     /// udp: IP packet size in bytes (default 1200).
-    #[serde(default, deserialize_with = "de_opt_bytes")]
+    #[serde(default)]
     pub size: Option<Bytes>,
     /// udp onoff: on and off period lengths.
-    #[serde(default, deserialize_with = "de_opt_dur")]
+    #[serde(default)]
     pub on: Option<Dur>,
-    #[serde(default, deserialize_with = "de_opt_dur")]
+    #[serde(default)]
     pub off: Option<Dur>,
     /// udp, web: random seed.
     #[serde(default)]
@@ -299,13 +259,13 @@ pub struct FlowSpec {
     #[serde(default)]
     pub objects: Option<u32>,
     /// web: mean object size (default 20KB), Pareto distributed.
-    #[serde(default, deserialize_with = "de_opt_bytes")]
+    #[serde(default)]
     pub object_mean: Option<Bytes>,
     /// web: Pareto shape (default 1.5, must be > 1).
     #[serde(default)]
     pub object_shape: Option<f64>,
     /// web: mean think time between pages (default 500ms), exponential.
-    #[serde(default, deserialize_with = "de_opt_dur")]
+    #[serde(default)]
     pub think: Option<Dur>,
 }
 
@@ -320,10 +280,10 @@ fn default_sample() -> Dur {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
-    #[serde(default = "default_duration", deserialize_with = "de_dur")]
+    #[serde(default = "default_duration")]
     pub duration: Dur,
     /// Sampling interval of throughput, TCP_INFO and the qdisc backlog.
-    #[serde(default = "default_sample", deserialize_with = "de_dur")]
+    #[serde(default = "default_sample", deserialize_with = "positive")]
     pub sample: Dur,
     /// CSV output path (relative to the current directory); the CLI's `-o` overrides it.
     #[serde(default)]
@@ -377,9 +337,6 @@ impl Scenario {
 
     pub fn validate(&self) -> Result<()> {
         self.topology().validate()?;
-        if self.run.sample.0 == 0 {
-            bail!("[run] sample: must be positive");
-        }
         let mut names = std::collections::HashSet::new();
         for (i, f) in self.flows.iter().enumerate() {
             let name = self.flow_name(i);
@@ -529,6 +486,23 @@ rate = "10Mbps"
         assert!(e.contains("smaller than one"), "{e}");
         let e = format!("{:#}", Scenario::parse(&GOOD.replace("name = \"s1\"", "name = \"left\""), "x").unwrap_err());
         assert!(e.contains("reserved"), "{e}");
+    }
+
+    #[test]
+    fn units_follow_the_core_rules() {
+        let s = Scenario::parse(&GOOD.replace("\"50Mbps\"", "\"10MBps\"").replace("0.01", "1.0"), "x").unwrap();
+        assert_eq!(s.bottleneck.rate, Some(Rate::from_mbps(80)), "MBps is bytes per second");
+        assert_eq!(s.bottleneck.loss, 1.0);
+        for (bad, needle) in [
+            (GOOD.replace("\"50Mbps\"", "\"0Mbps\""), "must be positive"),
+            (GOOD.replace("\"50Mbps\"", "\"50mbps\""), "ambiguous"),
+            (GOOD.replace("\"5s\"", "\"5s\"\nsample = \"0ms\""), "must be positive"),
+            (GOOD.replace("\"26ms\"", "\"-26ms\""), "negative"),
+            (GOOD.replace("0.01", "-0.01"), "probability"),
+        ] {
+            let e = format!("{:#}", Scenario::parse(&bad, "x").unwrap_err());
+            assert!(e.contains(needle) && e.contains("line"), "{e}");
+        }
     }
 
     #[test]
