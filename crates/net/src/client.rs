@@ -8,6 +8,7 @@
 
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
 use crate::wire::{ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
     excursion::combine, ChirpSpec, DesignError, EstimatorConfig, JudgePolicy, Method, Outcome, PacketFate, Poll,
     ProbeRecord, QuickSpec, TrainDesign, TrainEstimate, TrainJudge, TrainPacket, RAMP_DECREASE_FACTOR,
@@ -351,7 +352,13 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
     let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
     let judge_after =
         options.judge_slack.map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
-    let policy = JudgePolicy::socket_receiver(judge_after.map(dur), dur(train_timeout));
+    // The cut follows the server: no earlier than `judge_slack` after the last packet's arrival
+    // predicted from the send times the packets carry (a server that started late, or fell
+    // behind under load, does not get its train cut).
+    let policy = JudgePolicy {
+        cut_after_sender: options.judge_slack.map(dur),
+        ..JudgePolicy::socket_receiver(judge_after.map(dur), dur(train_timeout))
+    };
     let base_train = (nonce as u32) & 0x7fff_ffff;
     for r in 0..options.repeat.max(1) {
         let train = base_train.wrapping_add(r);
@@ -435,7 +442,10 @@ fn dur(d: Duration) -> Dur {
 /// cross traffic); they probe rates past the knee, which the estimate does not need. Packets not
 /// yet arrived at the cut deadline are left out of the train (it is judged as if it had ended
 /// with the last packet received, not as a tail loss) and counted in
-/// [`TrainReport::after_deadline`]. Without a cut, the train is judged whole, missing packets
+/// [`TrainReport::after_deadline`]. The cut deadline follows the server
+/// ([`JudgePolicy::cut_after_sender`]), and a cut train is an estimate only when the part
+/// received shows the knee (`headroom_core::abw::train::cut_short`), otherwise inconclusive;
+/// so is a train the server's END reports as badly paced (`pacing_fault`). Without a cut, the train is judged whole, missing packets
 /// lost, 2 ms after the server's END or at the overall timeout. After judging, the client still
 /// waits up to 50 ms for the END (its spacing report); that wait is not part of
 /// [`TrainReport::elapsed`].
@@ -475,6 +485,11 @@ impl TrainReceiver {
             Msg::End { train, spacing_err_mean_ns, spacing_err_max_ns, late, .. } if train == self.train => {
                 self.end = Some((spacing_err_mean_ns, spacing_err_max_ns, late));
                 self.judge.on_end(now);
+                self.judge.on_pacing(PacingReport {
+                    late: late as u32,
+                    mean_error: Dur(spacing_err_mean_ns as u64),
+                    max_error: Dur(spacing_err_max_ns as u64),
+                });
             }
             Msg::Reject { train, reason, .. } if train == self.train => return Err(reason),
             _ => {} // stale packets of an earlier train, or noise
@@ -531,9 +546,15 @@ fn run_train(
     let started = Instant::now();
     sock.send(out).map_err(|e| io_err(server, "train", timeout, e))?;
     let clock = || Time(dur(started.elapsed()).0);
+    let hard_stop = Time(dur(timeout).0);
+    // Deadlines are applied as of the last moment the socket was found empty: a client that
+    // was not scheduled for a while reads what queued meanwhile before judging (those packets
+    // arrived in time). Only the overall timeout applies regardless, so a flood cannot hold
+    // the loop.
+    let mut drained_at = Time::ZERO;
     loop {
         let now = clock();
-        let until = match rx.poll(now) {
+        let until = match rx.poll(if now >= hard_stop { now } else { drained_at }) {
             Poll::Done => break,
             // The policy always has a give-up deadline; without one, poll again at once.
             Poll::Wait { until } => until.unwrap_or(now),
@@ -543,6 +564,7 @@ fn run_train(
         let (len, at, kernel) = match recv_timestamped(sock, buf) {
             Ok(x) => x,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                drained_at = clock();
                 continue; // the loop's head decides: judge now, or give up
             }
             Err(e) => return Err(io_err(server, "train", timeout, e)),

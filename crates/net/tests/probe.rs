@@ -45,17 +45,31 @@ fn loopback_pathquick_end_to_end() {
     // Loopback has far more than 12 Mbit/s free: above range, or an estimate near the top.
     let top = e.design.probed_range().1;
     match &e.outcome {
+        // A loaded machine may starve the server's pacer: then the train must say so.
+        Outcome::Inconclusive { reason } if reason.contains("badly paced") => {
+            assert!(
+                e.quality.late_packets * 10 > e.quality.packets
+                    || e.quality.spacing_error_mean.0 * 10 > Dur::from_millis(1).0,
+                "{reason} {:?}",
+                e.quality
+            )
+        }
         Outcome::AboveRange { at_least } => assert!(at_least.bps() as f64 >= 0.8 * top.bps() as f64, "{at_least}"),
         Outcome::Estimate(r) => assert!(r.bps() as f64 >= 0.8 * top.bps() as f64, "{r}"),
         o => panic!("unexpected {o:?}"),
     }
-    // One estimate takes the train plus a little (RTT ~0 here).
+    // One estimate takes the train plus a little (RTT ~0 here), plus what the server fell
+    // behind its schedule (at most the sum of its send-time errors).
+    let slip = Duration::from_nanos(e.quality.spacing_error_mean.0 * e.quality.packets as u64);
     assert!(
-        e.elapsed_per_train <= Duration::from_nanos(train.0) + Duration::from_millis(30),
+        e.elapsed_per_train <= Duration::from_nanos(train.0) + Duration::from_millis(30) + slip,
         "{:?} for a {train} train",
         e.elapsed_per_train
     );
-    assert!(e.quality.spacing_error_max < Dur::from_millis(5), "{:?}", e.quality);
+    if e.available_bandwidth.is_some() {
+        // A conclusive train passed the pacing check.
+        assert!(e.quality.late_packets * 10 <= e.quality.packets, "{:?}", e.quality);
+    }
     assert_eq!(settled(&server.stats().trains_completed, 1), 1);
     assert_eq!(stat(&server.stats().probes_sent), e.design.packets() as u64);
 }
@@ -199,7 +213,19 @@ fn fifty_concurrent_clients() {
     for h in handles {
         match h.join().unwrap() {
             Ok(e) => {
-                assert_eq!(e.quality.packets, 30);
+                let t = &e.trains[0];
+                // Under load a train may be cut or badly paced: then it must say so, never give
+                // a number (or a bound) read from part of a train without its knee.
+                match &t.estimate.outcome {
+                    Outcome::Inconclusive { reason } => {
+                        assert!(reason.contains("cut") || reason.contains("badly paced"), "{reason}")
+                    }
+                    o => {
+                        let whole = t.records.len() == 30;
+                        let knee_before_cut = t.estimate.knee.is_some_and(|k| k as usize + 6 <= t.records.len());
+                        assert!(whole || knee_before_cut, "{o:?} from {} of 30 packets", t.records.len());
+                    }
+                }
                 ok += 1;
             }
             Err(e) => panic!("client failed: {e}"),
@@ -230,6 +256,24 @@ fn caps_are_enforced() {
 /// A stand-in server that answers the handshake and sends `small_train()` with its last `late`
 /// packets held back by `hold` (a tail queued behind the train itself), then END.
 fn late_tail_server(late: usize, hold: Duration, trains: usize) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    stand_in_server(StandIn { late, hold, trains, ..StandIn::default() })
+}
+
+/// How a stand-in server misbehaves.
+#[derive(Clone, Copy, Default)]
+struct StandIn {
+    /// The last `late` packets are held back by `hold`, their send offsets the scheduled ones.
+    late: usize,
+    hold: Duration,
+    trains: usize,
+    /// The train starts this long after the START (its send offsets count from its start).
+    start_delay: Duration,
+    /// The `late` count the END reports.
+    end_late: u16,
+}
+
+fn stand_in_server(cfg: StandIn) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    let StandIn { late, hold, trains, start_delay, end_late } = cfg;
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = sock.local_addr().unwrap();
     let handle = std::thread::spawn(move || {
@@ -253,7 +297,7 @@ fn late_tail_server(late: usize, hold: Duration, trains: usize) -> (std::net::So
                 Ok(Msg::Start { train, .. }) => {
                     let schedule = small_train().schedule();
                     let n = schedule.len();
-                    let start = Instant::now();
+                    let start = Instant::now() + start_delay;
                     for (i, p) in schedule.iter().enumerate() {
                         let mut at = start + Duration::from_nanos(p.offset.0);
                         if i >= n - late {
@@ -265,7 +309,7 @@ fn late_tail_server(late: usize, hold: Duration, trains: usize) -> (std::net::So
                             headroom_net::wire::encode_probe(&mut pkt, payload, train, i as u16, n as u16, p.offset.0);
                         sock.send_to(sent, peer).unwrap();
                     }
-                    Msg::End { train, sent: n as u16, late: 0, spacing_err_mean_ns: 0, spacing_err_max_ns: 0 }
+                    Msg::End { train, sent: n as u16, late: end_late, spacing_err_mean_ns: 0, spacing_err_max_ns: 0 }
                         .encode(&mut out);
                     sock.send_to(&out, peer).unwrap();
                     served += 1;
@@ -290,6 +334,9 @@ fn a_late_tail_is_cut_at_the_judging_deadline() {
     let e = estimate_addr(addr, &opts).unwrap();
     let t = &e.trains[0];
     assert_eq!(t.estimate.packets, n - 6, "{:?}", t.estimate);
+    // The part received cannot bound the path from below: the rates after the cut were not
+    // probed (an idle path shows no knee, so this is inconclusive).
+    assert!(!matches!(&t.estimate.outcome, Outcome::AboveRange { .. }), "{t:?}");
     assert_eq!(t.estimate.lost, 0, "packets not yet arrived are not losses");
     assert!(t.elapsed < length + Duration::from_millis(40), "judged after {:?}", t.elapsed);
     assert!(t.elapsed >= length, "judged before the train could end: {:?}", t.elapsed);
@@ -301,5 +348,36 @@ fn a_late_tail_is_cut_at_the_judging_deadline() {
     assert_eq!(t.estimate.received, n);
     assert_eq!(t.after_deadline, 0);
     assert!(t.elapsed >= length + hold, "{:?}", t.elapsed);
+    server.join().unwrap();
+}
+
+#[test]
+fn a_server_that_starts_late_is_waited_for() {
+    // The train leaves 60 ms after the START: a deadline from the schedule alone (RTT + 58 ms
+    // + 10 ms) cut it after a few packets and reported "above range (≥ ~0.5 Mbit/s)".
+    let (addr, server) =
+        stand_in_server(StandIn { trains: 1, start_delay: Duration::from_millis(60), ..StandIn::default() });
+    let train = small_train();
+    let opts = EstimateOptions { design: Some(train.clone()), ..EstimateOptions::default() };
+    let e = estimate_addr(addr, &opts).unwrap();
+    let t = &e.trains[0];
+    assert_eq!(t.estimate.received, train.packets(), "{t:?}");
+    assert_eq!(t.after_deadline, 0);
+    assert!(t.elapsed >= Duration::from_millis(60) + Duration::from_nanos(train.train_length().0), "{t:?}");
+    server.join().unwrap();
+}
+
+#[test]
+fn a_train_reported_badly_paced_is_inconclusive() {
+    // The END says 4 of 30 packets left late: beyond the 10 % the estimator tolerates.
+    let (addr, server) = stand_in_server(StandIn { trains: 1, end_late: 4, ..StandIn::default() });
+    let opts = EstimateOptions { design: Some(small_train()), judge_slack: None, ..EstimateOptions::default() };
+    let e = estimate_addr(addr, &opts).unwrap();
+    assert_eq!(e.trains[0].estimate.received, 30);
+    match &e.outcome {
+        Outcome::Inconclusive { reason } => assert!(reason.contains("badly paced"), "{reason}"),
+        o => panic!("a badly paced train gave {o:?}"),
+    }
+    assert_eq!(e.available_bandwidth, None);
     server.join().unwrap();
 }
