@@ -5,7 +5,9 @@ use headroom_core::rng::Rng;
 use headroom_core::units::{Bytes, Dur, Rate};
 use headroom_net::server::ServerStats;
 use headroom_net::wire::{Msg, RejectReason, TrainParams};
-use headroom_net::{estimate_addr, EstimateOptions, ProbeError, Server, ServerConfig, ServerHandle};
+use headroom_net::{
+    estimate_addr, estimate_addrs, Bound, EstimateOptions, ProbeError, Refused, Server, ServerConfig, ServerHandle,
+};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
@@ -54,8 +56,15 @@ fn loopback_pathquick_end_to_end() {
                 e.quality
             )
         }
-        Outcome::AboveRange { at_least } => assert!(at_least.bps() as f64 >= 0.8 * top.bps() as f64, "{at_least}"),
-        Outcome::Estimate(r) => assert!(r.bps() as f64 >= 0.8 * top.bps() as f64, "{r}"),
+        Outcome::AboveRange { at_least } => {
+            assert!(at_least.bps() as f64 >= 0.8 * top.bps() as f64, "{at_least}");
+            // A bound is not an estimate.
+            assert_eq!((e.available_bandwidth, e.bound), (None, Some(Bound::AtLeast(*at_least))));
+        }
+        Outcome::Estimate(r) => {
+            assert!(r.bps() as f64 >= 0.8 * top.bps() as f64, "{r}");
+            assert_eq!((e.available_bandwidth, e.bound), (Some(*r), None));
+        }
         o => panic!("unexpected {o:?}"),
     }
     // One estimate takes the train plus a little (RTT ~0 here), plus what the server fell
@@ -86,7 +95,7 @@ fn loopback_pathchirp_with_repeats() {
     let e = estimate_addr(server.local_addr(), &opts).expect("estimate");
     assert_eq!(e.method, Method::PathChirp);
     assert_eq!(e.trains.len(), 2);
-    assert!(e.available_bandwidth.is_some(), "{:?}", e.outcome);
+    assert!(e.outcome.value().is_some(), "{:?}", e.outcome);
     assert_eq!(settled(&server.stats().trains_completed, 2), 2);
 }
 
@@ -149,7 +158,15 @@ fn server_survives_garbage() {
     // And the server still works.
     let opts = EstimateOptions { design: Some(small_train()), ..EstimateOptions::default() };
     let e = estimate_addr(addr, &opts).expect("estimate after fuzzing");
-    assert!(e.available_bandwidth.is_some());
+    assert_eq!(settled(&s.trains_completed, 1), 1);
+    assert_eq!(stat(&s.probes_sent), 30);
+    match &e.outcome {
+        // The server may still be working through the garbage: a late train must say so.
+        Outcome::Inconclusive { reason } => {
+            assert!(reason.contains("badly paced") || reason.contains("cut"), "{reason}")
+        }
+        o => assert!(o.value().is_some()),
+    }
 }
 
 #[test]
@@ -244,13 +261,43 @@ fn caps_are_enforced() {
         Err(ProbeError::Rejected { reason: RejectReason::OverCap, .. }) => {}
         other => panic!("expected over-cap rejection, got {other:?}"),
     }
-    // Two trains per window from this IP, the third is refused.
-    let opts = EstimateOptions { design: Some(small_train()), repeat: 3, ..EstimateOptions::default() };
-    match estimate_addr(addr, &opts) {
-        Err(ProbeError::Rejected { reason: RejectReason::TooMany, .. }) => {}
+    // Two trains per window from this IP, the third is refused; waiting at most 300 ms (the
+    // window is 10 s) the two measured are kept and the refusal reported.
+    let opts = EstimateOptions {
+        design: Some(small_train()),
+        repeat: 3,
+        retry_wait: Duration::from_millis(300),
+        ..EstimateOptions::default()
+    };
+    let e = estimate_addr(addr, &opts).expect("the two trains measured are kept");
+    assert_eq!(e.trains.len(), 2);
+    assert_eq!(e.refused, Some(Refused { reason: RejectReason::TooMany, missing: 1 }));
+    assert_eq!(settled(&server.stats().trains_completed, 2), 2);
+    // Nothing measured yet: the refusal is the error, with the server's retry_after (the rest
+    // of its 10 s window).
+    match estimate_addr(addr, &EstimateOptions { repeat: 1, ..opts }) {
+        Err(ProbeError::Rejected { reason: RejectReason::TooMany, retry_after, .. }) => {
+            assert!(retry_after > Duration::from_secs(8) && retry_after <= Duration::from_secs(10), "{retry_after:?}")
+        }
         other => panic!("expected too-many rejection, got {other:?}"),
     }
-    assert_eq!(settled(&server.stats().trains_completed, 2), 2);
+}
+
+#[test]
+fn repeat_beyond_the_budget_waits_for_the_window() {
+    // Two trains per 1 s window; five asked for: the client waits as the server says (the rest
+    // of the window) and gets them all. Before, the third train's refusal discarded the two.
+    let window = Duration::from_secs(1);
+    let server = serve(ServerConfig { trains_per_window: 2, window, ..ServerConfig::default() });
+    let opts = EstimateOptions { design: Some(small_train()), repeat: 5, ..EstimateOptions::default() };
+    let t = Instant::now();
+    let e = estimate_addr(server.local_addr(), &opts).expect("all trains, after waiting");
+    assert_eq!(e.trains.len(), 5);
+    assert_eq!(e.refused, None);
+    // Three windows are needed (2 + 2 + 1): at least two waits for a window to reset.
+    assert!(t.elapsed() >= 2 * window - Duration::from_millis(200), "{:?}", t.elapsed());
+    assert!(t.elapsed() < 4 * window, "{:?}", t.elapsed());
+    assert_eq!(settled(&server.stats().trains_completed, 5), 5);
 }
 
 /// A stand-in server that answers the handshake and sends `small_train()` with its last `late`
@@ -380,4 +427,27 @@ fn a_train_reported_badly_paced_is_inconclusive() {
     }
     assert_eq!(e.available_bandwidth, None);
     server.join().unwrap();
+}
+
+#[test]
+fn every_resolved_address_is_tried() {
+    // `localhost` may resolve to ::1 and 127.0.0.1 with the server on only one of them: the
+    // first address that does not answer must not end the probe (before, only the first was
+    // tried).
+    let server = serve(ServerConfig::default());
+    let closed = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let opts = EstimateOptions {
+        design: Some(small_train()),
+        timeout: Duration::from_millis(600),
+        ..EstimateOptions::default()
+    };
+    let e = estimate_addrs(&[closed, server.local_addr()], &opts).expect("the second address answers");
+    assert_eq!(e.server, server.local_addr());
+    assert!(matches!(
+        estimate_addrs(&[closed], &opts),
+        Err(ProbeError::Unreachable { .. } | ProbeError::Timeout { .. })
+    ));
+    assert!(headroom_net::client::resolve_all("localhost:7447").unwrap().iter().all(|a| a.port() == 7447));
+    let e = headroom_net::client::resolve_all("localhost:70000").unwrap_err().to_string();
+    assert!(e.contains("port 70000 is not in 1–65535"), "{e}");
 }
