@@ -67,7 +67,22 @@ pub struct ProbeArgs {
     /// Wait for the whole train instead of judging it at handshake RTT + train length + 10 ms.
     #[arg(long)]
     pub wait_tail: bool,
+    /// Exit with status 3 when the answer is a bound ("above range", "below range") rather than
+    /// an estimate. Exit statuses: 0 an estimate (or a bound without this option); 1 an error
+    /// or no conclusive train; 2 bad arguments; 3 a bound with this option; 4 the server
+    /// refused some of the --repeat trains (the rest are reported).
+    #[arg(long)]
+    pub fail_on_bound: bool,
+    /// Receive with real-time scheduling (SCHED_FIFO, see `realtime`); an error where not
+    /// permitted (needs root or CAP_SYS_NICE, or an RLIMIT_RTPRIO above 0).
+    #[arg(long)]
+    pub realtime: bool,
 }
+
+/// `headroom probe`'s exit status for a bound under `--fail-on-bound`.
+pub const EXIT_BOUND: i32 = 3;
+/// `headroom probe`'s exit status when some `--repeat` trains were refused.
+pub const EXIT_PARTIAL: i32 = 4;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -89,20 +104,48 @@ pub struct ServeArgs {
     /// Stop after this long (default: run until killed).
     #[arg(long, value_parser = parse_positive::<Dur>)]
     pub duration: Option<Dur>,
+    /// Pace trains with real-time scheduling (SCHED_FIFO; the server's threads inherit it), so
+    /// other load on the machine does not delay the packets; an error where not permitted.
+    #[arg(long)]
+    pub realtime: bool,
 }
 
+/// SCHED_FIFO priority for `--realtime`: above ordinary tasks, below the kernel's own
+/// real-time threads (which use 50 and up) and the middle of 1–99.
+const REALTIME_PRIORITY: i32 = 10;
+
+/// Switches the calling thread (and the threads it starts later) to SCHED_FIFO.
+fn realtime() -> anyhow::Result<()> {
+    let param = libc::sched_param { sched_priority: REALTIME_PRIORITY };
+    // SAFETY: plain system call on the calling thread (pid 0) with a valid parameter.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(anyhow!(
+            "--realtime: cannot switch to SCHED_FIFO priority {REALTIME_PRIORITY}: {e} (needs root or \
+             CAP_SYS_NICE, or `ulimit -r` of at least {REALTIME_PRIORITY}); run without --realtime"
+        ));
+    }
+    Ok(())
+}
+
+/// The analytic comparison uses the paper's train (P_1 = 1 B, P_N = 1489 B: UDP payload
+/// sizes, N = 124). `headroom probe` sends IP-level sizes and every probe carries a 20-byte
+/// header after the IP and UDP headers, so its default train is P_1 = 48 B (IPv4), ΔP = 12 B,
+/// P_N = 1500 B, N = 122 at T_quick = 1 ms (12 Mbit/s); `--p1 48 --pn 1500` shows that train.
 #[derive(Args, Debug)]
 pub struct DesignArgs {
     /// PathQuick packet spacing T_quick.
     #[arg(long, default_value = "1ms", value_parser = parse_positive::<Dur>)]
     pub t_quick: Dur,
-    /// First packet size P_1.
+    /// First packet size P_1 (default: the paper's 1 B; `headroom probe` sends 48 B, the
+    /// smallest IPv4 packet that holds its header).
     #[arg(long, default_value = "1", value_parser = parse_positive::<Bytes>)]
     pub p1: Bytes,
     /// Size increment ΔP.
     #[arg(long, default_value = "12", value_parser = parse_positive::<Bytes>)]
     pub delta_p: Bytes,
-    /// Last packet size P_N.
+    /// Last packet size P_N (default: the paper's 1489 B; `headroom probe` sends up to 1500 B
+    /// at the IP level).
     #[arg(long, default_value = "1489", value_parser = parse_positive::<Bytes>)]
     pub pn: Bytes,
     /// pathChirp spread factor γ (the chirp uses P = P_N and PathQuick's range).
@@ -142,6 +185,9 @@ fn estimate_json(e: &Estimate) -> serde_json::Value {
         "server": e.server.to_string(),
         "method": e.method.name(),
         "available_bandwidth_bps": e.available_bandwidth.map(|r| r.bps()),
+        "bound": e.bound.map(|b| b.name()),
+        "bound_bps": e.bound.map(|b| b.rate().bps()),
+        "refused": e.refused.map(|r| json!({"reason": r.reason.describe(), "missing_trains": r.missing})),
         "outcome": outcome_json(&e.outcome),
         "probed_range_bps": [e.probed_range.0.bps(), e.probed_range.1.bps()],
         "elapsed_s": e.elapsed.as_secs_f64(),
@@ -174,6 +220,9 @@ fn estimate_json(e: &Estimate) -> serde_json::Value {
 pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
     if a.repeat == 0 {
         return Err(anyhow!("--repeat must be at least 1"));
+    }
+    if a.realtime {
+        realtime()?;
     }
     let opts = EstimateOptions {
         method: a.method,
@@ -229,13 +278,34 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
             if q.kernel_timestamps { "kernel" } else { "user-space" },
         );
     }
-    if e.available_bandwidth.is_none() {
+    if let Some(r) = e.refused {
+        eprintln!(
+            "headroom: note: the server refused {} of {} trains ({}); the result is from the other {}",
+            r.missing,
+            a.repeat,
+            r.reason.describe(),
+            e.trains.len()
+        );
+    }
+    if e.available_bandwidth.is_none() && e.bound.is_none() {
         return Err(anyhow!("no estimate: {}", e.outcome));
     }
-    Ok(())
+    let code = if a.fail_on_bound && e.bound.is_some() {
+        EXIT_BOUND
+    } else if e.refused.is_some() {
+        EXIT_PARTIAL
+    } else {
+        return Ok(());
+    };
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    std::process::exit(code)
 }
 
 pub fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+    if a.realtime {
+        realtime()?;
+    }
     let config = ServerConfig {
         max_rate: a.max_rate,
         max_size: a.max_size,
@@ -276,6 +346,15 @@ pub fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
 /// The comparison [`run_design`] prints.
 // `allow` until main.rs dispatches `headroom design` here; remove it then.
 pub fn design_comparison(a: &DesignArgs) -> anyhow::Result<Comparison> {
+    // The comparison reads how much of each train fits in `budget − rtt`: at least one gap.
+    if a.budget.0 < a.rtt.0.saturating_add(a.t_quick.0) {
+        return Err(anyhow!(
+            "--budget {} leaves no train after --rtt {}: it must exceed the RTT by at least one T_quick ({})",
+            a.budget,
+            a.rtt,
+            a.t_quick
+        ));
+    }
     let setup = ComparisonSetup {
         quick: QuickSpec {
             t_quick: Some(a.t_quick),
@@ -333,6 +412,10 @@ pub fn run_design(a: DesignArgs) -> anyhow::Result<()> {
         }
     };
     println!("PathQuick vs pathChirp, analytic (PathQuick paper §4.2–4.5)");
+    println!(
+        "  (the paper's sizes; `headroom probe`'s default train is --p1 48 --pn 1500: IP-level sizes with its \
+         20-byte header)"
+    );
     println!(
         "  PathQuick: T_quick {}, P_1 {} B, ΔP {} B, P_N {} B, N {}: {:.0}–{:.0} kbit/s",
         q.t_quick,

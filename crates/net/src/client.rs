@@ -8,6 +8,7 @@
 
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
 use crate::wire::{ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
     excursion::combine, ChirpSpec, DesignError, EstimatorConfig, JudgePolicy, Method, Outcome, PacketFate, Poll,
     ProbeRecord, QuickSpec, TrainDesign, TrainEstimate, TrainJudge, TrainPacket, RAMP_DECREASE_FACTOR,
@@ -44,6 +45,10 @@ pub struct EstimateOptions {
     /// with the packets that have arrived by then; `None` waits for the whole train (or
     /// `timeout`). See [`TrainReceiver`]'s doc.
     pub judge_slack: Option<Duration>,
+    /// When the server refuses a train for now (busy, a train in flight, or this client's
+    /// trains-per-window budget spent), wait the `retry_after` it names and ask again, up to
+    /// this much waiting in all; then keep the trains measured ([`Estimate::refused`]).
+    pub retry_wait: Duration,
 }
 
 impl Default for EstimateOptions {
@@ -82,6 +87,8 @@ impl EstimateOptions {
                 ..EstimatorConfig::default()
             },
             judge_slack: Some(Duration::from_millis(10)),
+            // One window of `headroom serve`'s default budget (50 trains per 10 s), and a little.
+            retry_wait: Duration::from_secs(12),
         }
     }
 }
@@ -127,12 +134,59 @@ pub struct TrainReport {
     pub late: u32,
 }
 
+/// A one-sided answer: the available bandwidth is outside the probed range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// Above the range: at least this (the train never saturated the path).
+    AtLeast(Rate),
+    /// Below the range: at most this (the train queued from its first gap).
+    AtMost(Rate),
+}
+
+impl Bound {
+    /// The bound of a range result; `None` for an estimate or an inconclusive train.
+    pub fn of(o: &Outcome) -> Option<Bound> {
+        match *o {
+            Outcome::AboveRange { at_least } => Some(Bound::AtLeast(at_least)),
+            Outcome::BelowRange { at_most } => Some(Bound::AtMost(at_most)),
+            _ => None,
+        }
+    }
+
+    pub fn rate(self) -> Rate {
+        match self {
+            Bound::AtLeast(r) | Bound::AtMost(r) => r,
+        }
+    }
+
+    /// `at_least` or `at_most`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::AtLeast(_) => "at_least",
+            Bound::AtMost(_) => "at_most",
+        }
+    }
+}
+
+/// Trains asked for but refused by the server after [`EstimateOptions::retry_wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub reason: RejectReason,
+    /// Trains not measured.
+    pub missing: u32,
+}
+
 /// The answer of [`estimate`].
 #[derive(Clone, Debug)]
 pub struct Estimate {
-    /// The combined value (a range result's bound included); `None` when inconclusive.
+    /// The combined estimate; `None` when the answer is a bound ([`Estimate::bound`]) or
+    /// inconclusive.
     pub available_bandwidth: Option<Rate>,
+    /// The answer when the available bandwidth is outside the probed range.
+    pub bound: Option<Bound>,
     pub outcome: Outcome,
+    /// Some trains of `repeat` were refused: the answer is made of the others.
+    pub refused: Option<Refused>,
     pub probed_range: (Rate, Rate),
     /// Whole call, handshake included.
     pub elapsed: Duration,
@@ -168,6 +222,8 @@ pub enum ProbeError {
     Rejected {
         server: SocketAddr,
         reason: RejectReason,
+        /// When the server said to ask again.
+        retry_after: Duration,
     },
     /// The requested train cannot be built.
     Design(DesignError),
@@ -186,7 +242,9 @@ impl fmt::Display for ProbeError {
                 "no {waiting_for} from {server} within {:.1} s (server down, or UDP blocked on the path?)",
                 after.as_secs_f64()
             ),
-            ProbeError::Rejected { server, reason } => write!(f, "server {server} refused: {}", reason.describe()),
+            ProbeError::Rejected { server, reason, .. } => {
+                write!(f, "server {server} refused: {}", reason.describe())
+            }
             ProbeError::Design(e) => write!(f, "{e}"),
             ProbeError::Io(e) => write!(f, "socket error: {e}"),
         }
@@ -201,8 +259,27 @@ impl From<DesignError> for ProbeError {
     }
 }
 
-/// Resolves `HOST[:PORT]` (default port [`DEFAULT_PORT`]).
+/// Resolves `HOST[:PORT]` (default port [`DEFAULT_PORT`]) to its first address.
 pub fn resolve(target: &str) -> Result<SocketAddr, ProbeError> {
+    resolve_all(target)?.into_iter().next().ok_or_else(|| ProbeError::Resolve(format!("`{target}`: no address")))
+}
+
+/// Every address `HOST[:PORT]` resolves to (both families for `localhost`), in the resolver's
+/// order. A port must be in 1–65535.
+pub fn resolve_all(target: &str) -> Result<Vec<SocketAddr>, ProbeError> {
+    // A numeric port after the last ':' (not part of a bare IPv6 address) must fit.
+    if target.parse::<std::net::IpAddr>().is_err() {
+        if let Some((_, port)) = target.rsplit_once(':') {
+            if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+                match port.parse::<u16>() {
+                    Ok(p) if p > 0 => {}
+                    _ => {
+                        return Err(ProbeError::Resolve(format!("`{target}`: port {port} is not in 1–65535")));
+                    }
+                }
+            }
+        }
+    }
     let with_port = if target.parse::<SocketAddr>().is_ok() {
         target.to_string()
     } else if target.parse::<std::net::IpAddr>().is_ok() {
@@ -213,11 +290,12 @@ pub fn resolve(target: &str) -> Result<SocketAddr, ProbeError> {
     } else {
         format!("{target}:{DEFAULT_PORT}")
     };
-    with_port
-        .to_socket_addrs()
-        .map_err(|e| ProbeError::Resolve(format!("`{target}`: {e}")))?
-        .next()
-        .ok_or_else(|| ProbeError::Resolve(format!("`{target}`: no address")))
+    let addrs: Vec<SocketAddr> =
+        with_port.to_socket_addrs().map_err(|e| ProbeError::Resolve(format!("`{target}`: {e}")))?.collect();
+    if addrs.is_empty() {
+        return Err(ProbeError::Resolve(format!("`{target}`: no address")));
+    }
+    Ok(addrs)
 }
 
 /// The train `options` ask for, for a path of the given address family.
@@ -226,6 +304,21 @@ pub fn design_for(options: &EstimateOptions, v6: bool) -> Result<TrainDesign, De
         return Ok(d.clone());
     }
     let smallest = Bytes(ip_udp_overhead(v6) + PROBE_HEADER_LEN as u64);
+    if let Some(b) = options.b_min {
+        if b >= options.b_max {
+            return Err(DesignError(format!(
+                "B_min {b} is not below B_max {} (lower --bmin or raise --bmax)",
+                options.b_max
+            )));
+        }
+    }
+    if options.max_size.0 <= smallest.0 {
+        return Err(DesignError(format!(
+            "packet size {} B is too small: a probe packet holds the IP and UDP headers and a {}-byte probe \
+             header ({} B), and the train needs larger ones after it",
+            options.max_size.0, PROBE_HEADER_LEN, smallest.0
+        )));
+    }
     let top_spacing = options.max_size.time_at(options.b_max);
     let floor_rate = Bytes(smallest.0 + 1).per(top_spacing);
     if let Some(b) = options.b_min {
@@ -237,6 +330,22 @@ pub fn design_for(options: &EstimateOptions, v6: bool) -> Result<TrainDesign, De
             )));
         }
     }
+    let design = design_from_spec(options, smallest)?;
+    // The estimator reads nothing from fewer than L + 1 packets (a busy period).
+    let need = options.estimator.busy_period.max(1) + 1;
+    if (design.packets() as usize) < need {
+        return Err(DesignError(format!(
+            "the train for {}–{} has {} packets, the estimator needs at least {need} (widen the range: lower \
+             --bmin or raise --bmax)",
+            options.b_min.map_or("B_min".into(), |r| r.to_string()),
+            options.b_max,
+            design.packets()
+        )));
+    }
+    Ok(design)
+}
+
+fn design_from_spec(options: &EstimateOptions, smallest: Bytes) -> Result<TrainDesign, DesignError> {
     let quick = QuickSpec {
         b_max: Some(options.b_max),
         p_n: Some(options.max_size),
@@ -291,9 +400,27 @@ fn random_nonce() -> u64 {
 }
 
 /// Estimates the available bandwidth from the server at `target` (`HOST[:PORT]`) to here.
+/// Each address the name resolves to is tried in turn (`localhost`: `::1` and `127.0.0.1`)
+/// until one answers the handshake; the last error is returned if none does.
 pub fn estimate(target: &str, options: &EstimateOptions) -> Result<Estimate, ProbeError> {
-    let server = resolve(target)?;
-    estimate_addr(server, options)
+    estimate_addrs(&resolve_all(target)?, options)
+}
+
+/// [`estimate`] for already resolved addresses: each is tried in turn until one answers the
+/// handshake.
+pub fn estimate_addrs(addrs: &[SocketAddr], options: &EstimateOptions) -> Result<Estimate, ProbeError> {
+    let mut last = None;
+    for &server in addrs {
+        match estimate_addr(server, options) {
+            Err(e @ (ProbeError::Unreachable { .. } | ProbeError::Timeout { waiting_for: "challenge", .. })) => {
+                last = Some(e)
+            }
+            // Nothing answered: an address family this host cannot use.
+            Err(ProbeError::Io(e)) if e.kind() == io::ErrorKind::AddrNotAvailable => last = Some(ProbeError::Io(e)),
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or_else(|| ProbeError::Resolve("no address".into())))
 }
 
 /// [`estimate`] for an already resolved address.
@@ -351,24 +478,44 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
     let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
     let judge_after =
         options.judge_slack.map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
-    let policy = JudgePolicy::socket_receiver(judge_after.map(dur), dur(train_timeout));
+    // The cut follows the server: no earlier than `judge_slack` after the last packet's arrival
+    // predicted from the send times the packets carry (a server that started late, or fell
+    // behind under load, does not get its train cut).
+    let policy = JudgePolicy {
+        cut_after_sender: options.judge_slack.map(dur),
+        ..JudgePolicy::socket_receiver(judge_after.map(dur), dur(train_timeout))
+    };
     let base_train = (nonce as u32) & 0x7fff_ffff;
-    for r in 0..options.repeat.max(1) {
+    let repeat = options.repeat.max(1);
+    let mut waited = Duration::ZERO;
+    let mut refused = None;
+    'trains: for r in 0..repeat {
         let train = base_train.wrapping_add(r);
-        let mut attempts = 0;
         let report = loop {
-            attempts += 1;
             let receiver = TrainReceiver::new(train, &schedule, policy, options.estimator);
             match run_train(&sock, server, nonce, cookie, &params, receiver, train_timeout, &mut buf, &mut out) {
                 Ok((rep, kernel)) => {
                     all_kernel &= kernel;
                     break rep;
                 }
-                // The previous train may still be draining on the server: retry briefly.
-                Err(ProbeError::Rejected { reason: RejectReason::InFlight | RejectReason::Busy, .. })
-                    if attempts < 5 =>
-                {
-                    std::thread::sleep(Duration::from_millis(100 * attempts));
+                // Refused for now (the previous train still draining, the server full, this
+                // client's budget spent): wait as told, within `retry_wait` in all; then keep
+                // what was measured.
+                Err(ProbeError::Rejected {
+                    reason: reason @ (RejectReason::InFlight | RejectReason::Busy | RejectReason::TooMany),
+                    retry_after,
+                    ..
+                }) => {
+                    let wait = retry_after.max(Duration::from_millis(50));
+                    if waited + wait > options.retry_wait {
+                        if reports.is_empty() {
+                            return Err(ProbeError::Rejected { server, reason, retry_after });
+                        }
+                        refused = Some(Refused { reason, missing: repeat - r });
+                        break 'trains;
+                    }
+                    std::thread::sleep(wait);
+                    waited += wait;
                 }
                 Err(e) => return Err(e),
             }
@@ -404,8 +551,13 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
     }
     let per_train = reports.iter().map(|r| r.elapsed).sum::<Duration>() / reports.len().max(1) as u32;
     Ok(Estimate {
-        available_bandwidth: outcome.value(),
+        available_bandwidth: match outcome {
+            Outcome::Estimate(r) => Some(r),
+            _ => None,
+        },
+        bound: Bound::of(&outcome),
         outcome,
+        refused,
         probed_range: probed,
         elapsed: t0.elapsed(),
         elapsed_per_train: per_train,
@@ -435,7 +587,10 @@ fn dur(d: Duration) -> Dur {
 /// cross traffic); they probe rates past the knee, which the estimate does not need. Packets not
 /// yet arrived at the cut deadline are left out of the train (it is judged as if it had ended
 /// with the last packet received, not as a tail loss) and counted in
-/// [`TrainReport::after_deadline`]. Without a cut, the train is judged whole, missing packets
+/// [`TrainReport::after_deadline`]. The cut deadline follows the server
+/// ([`JudgePolicy::cut_after_sender`]), and a cut train is an estimate only when the part
+/// received shows the knee (`headroom_core::abw::train::cut_short`), otherwise inconclusive;
+/// so is a train the server's END reports as badly paced (`pacing_fault`). Without a cut, the train is judged whole, missing packets
 /// lost, 2 ms after the server's END or at the overall timeout. After judging, the client still
 /// waits up to 50 ms for the END (its spacing report); that wait is not part of
 /// [`TrainReport::elapsed`].
@@ -465,7 +620,7 @@ impl TrainReceiver {
 
     /// One decoded datagram, arrived at `now`, stamped `at` (by the kernel if `kernel`).
     /// Datagrams of other trains are ignored; the server's refusal of this one is an error.
-    pub fn on_message(&mut self, now: Time, msg: &Msg, at: Time, kernel: bool) -> Result<(), RejectReason> {
+    pub fn on_message(&mut self, now: Time, msg: &Msg, at: Time, kernel: bool) -> Result<(), Refusal> {
         match *msg {
             Msg::Probe { train, index, send_offset_ns, .. } if train == self.train => {
                 let fate = self.judge.on_packet(now, index as u32, Some(Time(send_offset_ns)), at);
@@ -475,8 +630,15 @@ impl TrainReceiver {
             Msg::End { train, spacing_err_mean_ns, spacing_err_max_ns, late, .. } if train == self.train => {
                 self.end = Some((spacing_err_mean_ns, spacing_err_max_ns, late));
                 self.judge.on_end(now);
+                self.judge.on_pacing(PacingReport {
+                    late: late as u32,
+                    mean_error: Dur(spacing_err_mean_ns as u64),
+                    max_error: Dur(spacing_err_max_ns as u64),
+                });
             }
-            Msg::Reject { train, reason, .. } if train == self.train => return Err(reason),
+            Msg::Reject { train, reason, retry_after_ms } if train == self.train => {
+                return Err(Refusal { reason, retry_after: Duration::from_millis(retry_after_ms as u64) })
+            }
             _ => {} // stale packets of an earlier train, or noise
         }
         Ok(())
@@ -513,6 +675,13 @@ impl TrainReceiver {
     }
 }
 
+/// The server's REJECT of a train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: RejectReason,
+    pub retry_after: Duration,
+}
+
 /// Asks for one train and feeds what arrives to `rx` until it says done (see
 /// [`TrainReceiver`] for when the train is judged).
 #[allow(clippy::too_many_arguments)]
@@ -531,9 +700,15 @@ fn run_train(
     let started = Instant::now();
     sock.send(out).map_err(|e| io_err(server, "train", timeout, e))?;
     let clock = || Time(dur(started.elapsed()).0);
+    let hard_stop = Time(dur(timeout).0);
+    // Deadlines are applied as of the last moment the socket was found empty: a client that
+    // was not scheduled for a while reads what queued meanwhile before judging (those packets
+    // arrived in time). Only the overall timeout applies regardless, so a flood cannot hold
+    // the loop.
+    let mut drained_at = Time::ZERO;
     loop {
         let now = clock();
-        let until = match rx.poll(now) {
+        let until = match rx.poll(if now >= hard_stop { now } else { drained_at }) {
             Poll::Done => break,
             // The policy always has a give-up deadline; without one, poll again at once.
             Poll::Wait { until } => until.unwrap_or(now),
@@ -543,12 +718,17 @@ fn run_train(
         let (len, at, kernel) = match recv_timestamped(sock, buf) {
             Ok(x) => x,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                drained_at = clock();
                 continue; // the loop's head decides: judge now, or give up
             }
             Err(e) => return Err(io_err(server, "train", timeout, e)),
         };
         if let Ok(msg) = Msg::decode(&buf[..len]) {
-            rx.on_message(clock(), &msg, at, kernel).map_err(|reason| ProbeError::Rejected { server, reason })?;
+            rx.on_message(clock(), &msg, at, kernel).map_err(|r| ProbeError::Rejected {
+                server,
+                reason: r.reason,
+                retry_after: r.retry_after,
+            })?;
         }
     }
     rx.finish(realtime_now()).ok_or(ProbeError::Timeout { server, waiting_for: "probe train", after: timeout })

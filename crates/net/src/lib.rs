@@ -12,6 +12,7 @@ pub mod timing;
 pub mod wire;
 
 pub use client::{
-    estimate, estimate_addr, Estimate, EstimateOptions, ProbeError, Quality, TrainReceiver, TrainReport, DEFAULT_PORT,
+    estimate, estimate_addr, estimate_addrs, Bound, Estimate, EstimateOptions, ProbeError, Quality, Refused,
+    TrainReceiver, TrainReport, DEFAULT_PORT,
 };
 pub use server::{Server, ServerConfig, ServerHandle, ServerStats};

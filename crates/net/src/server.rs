@@ -310,6 +310,8 @@ fn receiver(
                     continue;
                 }
                 let overhead = ip_udp_overhead(peer.is_ipv6());
+                // For TooMany: when this client's window resets (else the fixed 500 ms).
+                let mut retry_after = Duration::from_millis(500);
                 let verdict = admit_design(&params, &config, overhead).and_then(|design| {
                     let mut adm = admission.lock().unwrap_or_else(|p| p.into_inner());
                     if adm.in_flight.contains(&peer) {
@@ -328,6 +330,7 @@ fn receiver(
                         *entry = (now, 0);
                     }
                     if entry.1 >= config.trains_per_window {
+                        retry_after = config.window.saturating_sub(now.duration_since(entry.0));
                         return Err(RejectReason::TooMany);
                     }
                     entry.1 += 1;
@@ -344,7 +347,8 @@ fn receiver(
                     }
                     Err(reason) => {
                         bump(&stats.rejected);
-                        Msg::Reject { train, reason, retry_after_ms: 500 }.encode(&mut out);
+                        let retry_after_ms = retry_after.as_millis().clamp(1, u16::MAX as u128) as u16;
+                        Msg::Reject { train, reason, retry_after_ms }.encode(&mut out);
                         let _ = sock.send_to(&out, peer);
                     }
                 }

@@ -39,7 +39,12 @@
 //!      packet received: the packets after it are still on their way, not lost. A train above
 //!      the available bandwidth queues behind itself, so its last packets arrive late; they
 //!      probe rates past the knee, where the unterminated excursion already started (PathQuick
-//!      §3.4, pathChirp §2.3), so the estimate does not need them.
+//!      §3.4, pathChirp §2.3), so the estimate does not need them — **if** the part received
+//!      shows that knee: a cut train is conclusive only when its received part holds an
+//!      unterminated excursion of at least `L` gaps ([`cut_short`]); otherwise it is
+//!      inconclusive, never an "above range" bound at the rate where the deadline fell. With
+//!      [`JudgePolicy::cut_after_sender`] the deadline also waits for a sender that started
+//!      late or fell behind, as the send times its packets carry show.
 //!    - [`JudgeReason::EndOfTrain`]: the end of the train was known `end_grace` ago
 //!      ([`JudgePolicy::end_grace`]), or [`JudgeReason::GaveUp`]: `origin + give_up_after`
 //!      passed. The train is judged whole: packets not in are **lost**. A lost tail is not a
@@ -49,6 +54,9 @@
 //!    left out; copies of packets already in still count as duplicates until the verdict is
 //!    taken. Listening ends ([`Poll::Done`]) when the end of the train is known, or at the first
 //!    of `decided_at + linger_for_end`, `end + end_grace` and `origin + give_up_after`.
+//! 4. **Pacing.** A sender's report on its own pacing ([`TrainJudge::on_pacing`]) that shows the
+//!    train left too far from its schedule for the estimator ([`pacing_fault`]) makes the verdict
+//!    inconclusive.
 //!
 //! # The records judged
 //!
@@ -67,7 +75,7 @@
 //! fired; the simulator's `elapsed`) and [`Judgement::ready_at`] (when the last input that counted
 //! came in; the client's `elapsed`).
 
-use super::excursion::{estimate_train, EstimatorConfig, TrainEstimate};
+use super::excursion::{estimate_train, EstimatorConfig, Outcome, TrainEstimate};
 use super::{ProbeRecord, TrainPacket};
 use crate::units::{Dur, Time};
 
@@ -135,6 +143,11 @@ pub struct JudgePolicy {
     /// Cut deadline: judge at `origin + cut_after` with the packets in by then, the train cut
     /// after the last one ([`JudgeReason::Cut`]). `None`: wait for the whole train.
     pub cut_after: Option<Dur>,
+    /// With a cut deadline: also wait for the sender. The cut is moved to no earlier than
+    /// `cut_after_sender` past the predicted arrival of the train's last packet, predicted from
+    /// the send times the packets carry (see [`TrainJudge::predicted_last_arrival`]), so a sender
+    /// that started late or fell behind its schedule does not get its train cut.
+    pub cut_after_sender: Option<Dur>,
     /// Once the end of the train is known, wait this long for stragglers, then judge the whole
     /// train with the missing packets lost ([`JudgeReason::EndOfTrain`]).
     pub end_grace: Dur,
@@ -156,7 +169,13 @@ impl JudgePolicy {
     /// The simulator's policy: no cut; the whole train is judged once every packet is in, or
     /// `collect_timeout` after its last packet was sent, missing packets lost.
     pub fn whole_train(collect_timeout: Dur) -> JudgePolicy {
-        JudgePolicy { cut_after: None, end_grace: collect_timeout, give_up_after: None, linger_for_end: Dur::ZERO }
+        JudgePolicy {
+            cut_after: None,
+            cut_after_sender: None,
+            end_grace: collect_timeout,
+            give_up_after: None,
+            linger_for_end: Dur::ZERO,
+        }
     }
 
     /// `headroom probe`'s policy, counted from the START request: judge when every packet is in,
@@ -166,6 +185,7 @@ impl JudgePolicy {
     pub fn socket_receiver(cut_after: Option<Dur>, give_up_after: Dur) -> JudgePolicy {
         JudgePolicy {
             cut_after,
+            cut_after_sender: None,
             end_grace: SOCKET_END_GRACE,
             give_up_after: Some(give_up_after),
             linger_for_end: SOCKET_LINGER_FOR_END,
@@ -262,6 +282,12 @@ pub struct TrainJudge {
     /// The last packet accepted or end of train seen before the verdict.
     last_input: Time,
     end_seen: Option<Time>,
+    /// Earliest judge-clock instant at which a packet's send offset 0 would have arrived:
+    /// `min(now − send_time)` over the accepted packets that carried a send time.
+    anchor: Option<Time>,
+    /// How far the sender was behind its schedule: `max(send_time − scheduled offset)`.
+    slip: Dur,
+    pacing: Option<PacingReport>,
 }
 
 impl TrainJudge {
@@ -280,6 +306,9 @@ impl TrainJudge {
             after_judging: 0,
             last_input: origin,
             end_seen: None,
+            anchor: None,
+            slip: Dur::ZERO,
+            pacing: None,
         }
     }
 
@@ -336,6 +365,11 @@ impl TrainJudge {
             return PacketFate::AfterJudging;
         }
         slot.received = Some((send_time, recv_time));
+        if let Some(st) = send_time {
+            let a = Time(now.0.saturating_sub(st.0));
+            self.anchor = Some(self.anchor.map_or(a, |x| x.min(a)));
+            self.slip = self.slip.max(st.saturating_since(Time(slot.scheduled.offset.0)));
+        }
         self.received += 1;
         self.last_input = now;
         if self.received as usize == self.slots.len() {
@@ -354,12 +388,31 @@ impl TrainJudge {
         }
     }
 
+    /// The sender's report on its own pacing (rule 4 of the module doc); the first counts.
+    pub fn on_pacing(&mut self, report: PacingReport) {
+        self.pacing.get_or_insert(report);
+    }
+
+    /// When the train's last packet would arrive, on the judge's clock, if it left as late as
+    /// the latest packet in says the sender is behind its schedule and met the least one-way
+    /// delay seen so far; `None` until a packet carrying its send time is in.
+    pub fn predicted_last_arrival(&self) -> Option<Time> {
+        let last = self.slots.last()?.scheduled.offset;
+        Some(self.anchor? + last + self.slip)
+    }
+
     fn judge(&mut self, reason: JudgeReason, decided_at: Time, ready_at: Time) {
         self.state = JudgeState::Judged(Judgement { reason, decided_at, ready_at });
     }
 
-    fn cut_at(&self) -> Option<Time> {
-        self.policy.cut_after.map(|d| self.origin + d)
+    /// The cut deadline: `origin + cut_after`, moved later to follow the sender (see
+    /// [`JudgePolicy::cut_after_sender`]).
+    pub fn cut_at(&self) -> Option<Time> {
+        let floor = self.origin + self.policy.cut_after?;
+        match (self.policy.cut_after_sender, self.predicted_last_arrival()) {
+            (Some(slack), Some(p)) => Some(floor.max(p + slack)),
+            _ => Some(floor),
+        }
     }
 
     fn give_up_at(&self) -> Option<Time> {
@@ -437,8 +490,102 @@ impl TrainJudge {
             .collect();
         let mut estimate = estimate_train(&records, &self.estimator);
         estimate.duplicates += self.duplicates;
+        if len < self.slots.len() {
+            if let Some(reason) = cut_short(&estimate, len, self.slots.len(), self.estimator.busy_period) {
+                estimate.outcome = Outcome::Inconclusive { reason };
+            }
+        }
+        if let Some(reason) = self.pacing.and_then(|p| pacing_fault(&self.slots_schedule(), &p)) {
+            estimate.outcome = Outcome::Inconclusive { reason };
+        }
         Some(TrainVerdict { judgement, estimate, records, after_judging: self.after_judging })
     }
+}
+
+impl TrainJudge {
+    fn slots_schedule(&self) -> Vec<TrainPacket> {
+        self.slots.iter().map(|s| s.scheduled).collect()
+    }
+}
+
+/// Why a train cut after `judged` of its `packets` packets says nothing (rule 2's "enough"):
+/// `None` when the part received already holds the answer.
+///
+/// The gaps of a train probe rising rates (PathQuick Eq. 1: `r_i = P_i / T_quick` grows with
+/// `i`; pathChirp's gaps shrink), so the packets after the cut probe the rates the part
+/// received did not. The part received holds the answer only when it shows the knee: an
+/// unterminated excursion that has lasted at least `L` gaps (pathChirp's busy-period threshold,
+/// Ribeiro et al. §2.3: shorter excursions are not read as the available bandwidth being
+/// exceeded; one cut after fewer gaps may be a burst of cross traffic that would have ended).
+/// Without it ("above range", or a knee fewer than `L` gaps before the cut) the cut train is
+/// inconclusive: its "at least" bound is the rate where the deadline fell, not a property of
+/// the path. A knee at the first gap ("below range") is read the same way as any other.
+pub fn cut_short(estimate: &TrainEstimate, judged: usize, packets: usize, busy_period: usize) -> Option<String> {
+    let why = match (&estimate.outcome, estimate.knee) {
+        (Outcome::Inconclusive { .. }, _) => return None,
+        (Outcome::AboveRange { .. }, _) | (_, None) => "no knee in the part received".to_string(),
+        (_, Some(k)) if (judged as u64) < k as u64 + 1 + busy_period.max(1) as u64 => {
+            format!("the excursion from packet {k} had not lasted {} gaps", busy_period.max(1))
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "train cut at packet {judged} of {packets} by the judging deadline ({why}); the rest probes higher rates"
+    ))
+}
+
+/// The sender's report on its own pacing (`headroom serve`'s END message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacingReport {
+    /// Packets that left later than the sender's lateness threshold.
+    pub late: u32,
+    /// Mean send-time error over the train's packets.
+    pub mean_error: Dur,
+    pub max_error: Dur,
+}
+
+/// Above this fraction of late packets a train is badly paced (see [`pacing_fault`]).
+pub const MAX_LATE_FRACTION: f64 = 0.1;
+/// Above this mean send-time error, as a fraction of the smallest designed gap, a train is
+/// badly paced (see [`pacing_fault`]).
+pub const MAX_MEAN_ERROR_OF_GAP: f64 = 0.1;
+
+/// Why a train was paced too badly to be judged (rule 4), `None` if it was not.
+///
+/// The estimator reads each gap's rate from the packets' actual send times, with the median of
+/// three neighbouring gaps ([`estimate_train`]): one late packet stretches one gap and is voted
+/// out by its two neighbours; at a third of the gaps late, the median fails. The limit used is
+/// [`MAX_LATE_FRACTION`] (10 %), a margin below that third. Beyond isolated packets, a mean
+/// error `e` stretches the gaps on average, so the rates probed are `T / (T + e)` of the
+/// design's: at a mean error of [`MAX_MEAN_ERROR_OF_GAP`] of the smallest gap `T` (`T_quick`
+/// for PathQuick, the last gap of a chirp) the train probes about 10 % below its designed
+/// range, and a late packet also lets a busy queue drain for `e` more, which ends excursions
+/// whose height is below `e`. The mean is taken without the worst packet (`(mean·n − max) /
+/// (n − 1)`), which is one late packet, already counted by the first limit. Neither paper bounds the sender's error; these limits are this
+/// crate's choice.
+pub fn pacing_fault(schedule: &[TrainPacket], report: &PacingReport) -> Option<String> {
+    let packets = schedule.len().max(1) as f64;
+    let smallest_gap = schedule.windows(2).map(|w| w[1].offset.0.saturating_sub(w[0].offset.0)).min()?;
+    if report.late as f64 > MAX_LATE_FRACTION * packets {
+        return Some(format!(
+            "badly paced train: {} of {} packets left late (more than {:.0} %)",
+            report.late,
+            schedule.len(),
+            MAX_LATE_FRACTION * 100.0
+        ));
+    }
+    // The mean without the worst packet: one outlier is a late packet, counted above.
+    let others = (report.mean_error.0 as f64 * packets - report.max_error.0 as f64).max(0.0) / (packets - 1.0).max(1.0);
+    if others > MAX_MEAN_ERROR_OF_GAP * smallest_gap as f64 {
+        return Some(format!(
+            "badly paced train: mean send-time error {:.1} µs (without the worst packet) is more than {:.0} % of \
+             the {:.1} µs packet spacing",
+            others / 1e3,
+            MAX_MEAN_ERROR_OF_GAP * 100.0,
+            smallest_gap as f64 / 1e3
+        ));
+    }
+    None
 }
 
 fn min_opt(a: Option<Time>, b: Option<Time>) -> Option<Time> {
@@ -633,5 +780,108 @@ mod tests {
         assert_eq!(tx.poll_transmit(Time(8 * MS), &s), None);
         assert_eq!(tx.state(), SenderState::Sending { next: 4 });
         assert_eq!(TrainSender::new(Time::ZERO, &[]).state(), SenderState::Sent);
+    }
+
+    /// Feeds packet `i` arriving with an extra delay `q` (queueing, or a late sender) and
+    /// carrying send time `offset + slip`.
+    fn arrive(j: &mut TrainJudge, i: usize, q: Dur, slip: Dur) -> PacketFate {
+        let p = schedule()[i];
+        let at = recv_of(&p) + q + slip;
+        j.on_packet(Time(at.0 - 5_000 * MS), i as u32, Some(Time(p.offset.0) + slip), at)
+    }
+
+    /// Feeds the packets that arrive by `until` in arrival order, then polls at `until`.
+    fn arrive_until(j: &mut TrainJudge, until: Time, delay: impl Fn(usize) -> (Dur, Dur)) {
+        let s = schedule();
+        for (i, p) in s.iter().enumerate() {
+            let (q, slip) = delay(i);
+            if Time(recv_of(p).0 - 5_000 * MS) + q + slip <= until {
+                arrive(j, i, q, slip);
+            }
+        }
+        j.poll(until);
+    }
+
+    #[test]
+    fn a_cut_train_without_a_knee_is_inconclusive() {
+        // Idle path, cut at 50 ms: packets 0..19 are in, the rest (probing the higher rates)
+        // still on their way. Before the rule this was "above range (≥ 2.8 Mbit/s)".
+        let mut j = receiver(Some(Dur::from_millis(50)));
+        arrive_until(&mut j, Time(50 * MS), |_| (Dur::ZERO, Dur::ZERO));
+        assert_eq!(j.judgement().unwrap().reason, JudgeReason::Cut);
+        let v = j.verdict().unwrap();
+        assert!(v.records.len() < 30, "cut: {}", v.records.len());
+        match &v.estimate.outcome {
+            Outcome::Inconclusive { reason } => assert!(reason.contains("train cut at packet"), "{reason}"),
+            o => panic!("a cut train without a knee gave {o:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cut_train_with_a_knee_keeps_its_estimate_unless_the_knee_is_too_recent() {
+        // The queue grows by 300 µs a packet from packet 12 on: the knee is at 12.
+        let queue = |i: usize| (Dur(i.saturating_sub(12) as u64 * 300_000), Dur::ZERO);
+        let mut j = receiver(Some(Dur::from_millis(62)));
+        arrive_until(&mut j, Time(62 * MS), queue);
+        let v = j.verdict().unwrap();
+        assert_eq!(v.judgement.reason, JudgeReason::Cut);
+        assert!(v.records.len() >= 12 + 1 + 5 && v.records.len() < 30, "{}", v.records.len());
+        assert!(matches!(v.estimate.outcome, Outcome::Estimate(_)), "{:?}", v.estimate.outcome);
+        assert_eq!(v.estimate.knee, Some(12));
+        // Cut four gaps after the knee: fewer than L = 5, so it may be a burst that would end.
+        let mut j = receiver(Some(Dur::from_millis(44)));
+        arrive_until(&mut j, Time(44 * MS), queue);
+        let v = j.verdict().unwrap();
+        assert_eq!(v.records.len(), 17);
+        match &v.estimate.outcome {
+            Outcome::Inconclusive { reason } => assert!(reason.contains("had not lasted 5 gaps"), "{reason}"),
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn the_cut_waits_for_a_late_sender() {
+        // The sender starts 30 ms late and falls 5 ms further behind at packet 10; the cut
+        // floor (80 ms) would fall at packet ~19. Following the sender it waits for the train.
+        let late = |i: usize| (Dur::from_millis(30), if i >= 10 { Dur::from_millis(5) } else { Dur::ZERO });
+        let policy = JudgePolicy {
+            cut_after_sender: Some(Dur::from_millis(10)),
+            ..JudgePolicy::socket_receiver(Some(Dur::from_millis(80)), Dur::from_secs(2))
+        };
+        let mut j = TrainJudge::new(&schedule(), Time::ZERO, policy, EstimatorConfig::default());
+        assert_eq!(j.cut_at(), Some(Time(80 * MS)), "nothing in yet: the floor");
+        arrive(&mut j, 0, late(0).0, late(0).1);
+        // Packet 0 arrived at 40.004 ms with offset 0: the last (58 ms) is due at 98 ms + 10 ms.
+        assert_eq!(j.predicted_last_arrival(), Some(Time(98 * MS + 48 * 80)));
+        arrive_until(&mut j, Time(200 * MS), late);
+        let v = j.verdict().unwrap();
+        assert_eq!(v.judgement.reason, JudgeReason::AllReceived);
+        assert_eq!(v.records.len(), 30);
+        // The same train against the fixed floor alone is cut, and so says nothing.
+        let mut j = receiver(Some(Dur::from_millis(80)));
+        arrive_until(&mut j, Time(80 * MS), late);
+        assert_eq!(j.judgement().unwrap().reason, JudgeReason::Cut);
+        assert!(matches!(j.verdict().unwrap().estimate.outcome, Outcome::Inconclusive { .. }));
+    }
+
+    #[test]
+    fn a_badly_paced_train_is_inconclusive() {
+        let s = schedule();
+        // 3 of 30 late; without the 4 ms outlier the others' mean is 200 µs, 10 % of 2 ms.
+        let ok = PacingReport { late: 3, mean_error: Dur(326_666), max_error: Dur::from_millis(4) };
+        assert_eq!(pacing_fault(&s, &ok), None, "tolerated");
+        let late = PacingReport { late: 4, ..ok };
+        assert!(pacing_fault(&s, &late).unwrap().contains("4 of 30 packets left late"));
+        let slow = PacingReport { mean_error: Dur(326_700), ..ok };
+        assert!(pacing_fault(&s, &slow).unwrap().contains("mean send-time error"));
+        // Through the judge: the whole train in, then the END's report.
+        let mut j = receiver(None);
+        feed(&mut j, 0..30);
+        assert!(matches!(j.verdict().unwrap().estimate.outcome, Outcome::AboveRange { .. }));
+        j.on_pacing(late);
+        match j.verdict().unwrap().estimate.outcome {
+            Outcome::Inconclusive { reason } => assert!(reason.contains("badly paced"), "{reason}"),
+            o => panic!("{o:?}"),
+        }
     }
 }

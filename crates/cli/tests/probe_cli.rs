@@ -1,0 +1,109 @@
+//! `headroom probe` and `headroom design` as a user runs them: input checks with clear messages
+//! (issue 20), and the JSON and exit status of a bound, against an in-process loopback server.
+
+use headroom_net::{Server, ServerConfig, ServerHandle};
+use std::process::{Command, Output};
+
+fn headroom(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_headroom")).args(args).output().expect("run headroom")
+}
+
+/// Runs `args`, expects failure with `want` in the message, and none of the old confusions.
+fn fails_with(args: &[&str], want: &str) {
+    let out = headroom(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(err.contains(want), "{args:?}: {err}");
+    for old in ["not positive", "Name or service not known", "NaN", "panicked"] {
+        assert!(!err.contains(old), "{args:?}: {err}");
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("NaN"), "{args:?}");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    // Nothing needs to listen: each is refused before any datagram is sent.
+    fails_with(&["probe", "127.0.0.1:7447", "--bmin", "5Mbps", "--bmax", "2Mbps"], "is not below B_max");
+    // Before: "N = -2.917 is not positive".
+    fails_with(&["probe", "127.0.0.1:7447", "--size", "40"], "packet size 40 B is too small");
+    // Before: a 3-packet train, "inconclusive (need at least 6)" after probing.
+    fails_with(&["probe", "127.0.0.1:7447", "--bmin", "1Mbps", "--bmax", "2.4Mbps"], "the estimator needs at least 6");
+    // Before: "cannot resolve … Name or service not known".
+    fails_with(&["probe", "127.0.0.1:0"], "port 0 is not in 1–65535");
+    fails_with(&["probe", "localhost:70000"], "port 70000 is not in 1–65535");
+    // Before: a table with "NaN×" and exit status 0.
+    fails_with(&["design", "--budget", "10ms"], "leaves no train after --rtt");
+    fails_with(&["design", "--rtt", "1s"], "leaves no train after --rtt");
+}
+
+#[test]
+fn design_says_what_probe_sends() {
+    let out = headroom(&["design", "--p1", "48", "--pn", "1500", "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // headroom probe's default train: 48..1500 B in 12 B steps, 1 ms apart.
+    assert_eq!(v["pathquick"]["n"], 122);
+    assert_eq!(v["pathquick"]["t_quick_s"], 0.001);
+    let text = String::from_utf8(headroom(&["design"]).stdout).unwrap();
+    assert!(text.contains("--p1 48 --pn 1500"), "{text}");
+}
+
+fn serve() -> ServerHandle {
+    Server::bind("127.0.0.1:0", ServerConfig::default()).unwrap().spawn().unwrap()
+}
+
+#[test]
+fn a_bound_is_not_an_estimate() {
+    let server = serve();
+    let addr = server.local_addr().to_string();
+    // A slow train (2 ms apart: pacing errors are small against it) far below loopback's
+    // capacity: above range, unless the machine is too loaded to pace it (then inconclusive,
+    // exit 1). Up to four tries for a bound.
+    let args = ["probe", addr.as_str(), "--bmax", "6Mbps", "--json"];
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let out = headroom(&args);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let kind = v["outcome"]["kind"].as_str().unwrap_or("none").to_string();
+        if kind != "above_range" {
+            assert!(!out.status.success() || kind == "estimate", "{kind}: {}", String::from_utf8_lossy(&out.stdout));
+            seen.push(kind);
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(0), "a bound without --fail-on-bound is an answer");
+        // Before: available_bandwidth_bps held the bound.
+        assert!(v["available_bandwidth_bps"].is_null(), "{v}");
+        assert_eq!(v["bound"], "at_least");
+        assert_eq!(v["bound_bps"], v["outcome"]["at_least_bps"]);
+        assert!(v["bound_bps"].as_u64().unwrap() > 1_000_000);
+        let mut with_flag = args.to_vec();
+        with_flag.push("--fail-on-bound");
+        let out = headroom(&with_flag);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        match v["outcome"]["kind"].as_str() {
+            Some("above_range") | Some("below_range") => assert_eq!(out.status.code(), Some(3)),
+            Some("estimate") => assert_eq!(out.status.code(), Some(0)),
+            _ => assert_eq!(out.status.code(), Some(1)),
+        }
+        return;
+    }
+    panic!("no bound in four tries: {seen:?}");
+}
+
+#[test]
+fn help_documents_the_exit_statuses() {
+    let out = headroom(&["probe", "--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("--fail-on-bound") && text.contains("3 a bound"), "{text}");
+    assert!(text.contains("--realtime"), "{text}");
+}
+
+#[test]
+fn realtime_is_refused_clearly_or_granted() {
+    // Unprivileged: a clear error; root (or CAP_SYS_NICE): granted, and the design error that
+    // follows shows the run went on.
+    let out = headroom(&["probe", "127.0.0.1:7447", "--realtime", "--size", "40"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("cannot switch to SCHED_FIFO") || err.contains("packet size 40 B is too small"), "{err}");
+}
