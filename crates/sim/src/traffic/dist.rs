@@ -150,16 +150,10 @@ impl<'de> Deserialize<'de> for SizeDist {
                 )
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeDist, E> {
-                let s = u32::try_from(v).map_err(|_| E::custom(format_args!("packet size {v} is too large")))?;
-                let dist = SizeDist::Fixed(s);
-                dist.validate().map_err(E::custom)?;
-                Ok(dist)
+                fixed(v.into(), "packet size", SizeDist::Fixed, SizeDist::validate)
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeDist, E> {
-                match u64::try_from(v) {
-                    Ok(u) => self.visit_u64(u),
-                    Err(_) => Err(E::custom(format_args!("packet size {v} is negative"))),
-                }
+                fixed(v.into(), "packet size", SizeDist::Fixed, SizeDist::validate)
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<SizeDist, E> {
                 match v {
@@ -176,8 +170,7 @@ impl<'de> Deserialize<'de> for SizeDist {
                     SizeDistTable::InternetMix {} => SizeDist::InternetMix,
                     SizeDistTable::Empirical { points } => SizeDist::Empirical(points),
                 };
-                dist.validate().map_err(de::Error::custom)?;
-                Ok(dist)
+                validated(dist, SizeDist::validate)
             }
         }
         d.deserialize_any(V)
@@ -253,16 +246,10 @@ impl<'de> Deserialize<'de> for CountDist {
                 f.write_str("a count, or a table with kind = \"fixed\", \"geometric\" or \"poisson\" and `mean`")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<CountDist, E> {
-                let n = u32::try_from(v).map_err(|_| E::custom(format_args!("count {v} is too large")))?;
-                let dist = CountDist::Fixed(n);
-                dist.validate().map_err(E::custom)?;
-                Ok(dist)
+                fixed(v.into(), "count", CountDist::Fixed, CountDist::validate)
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<CountDist, E> {
-                match u64::try_from(v) {
-                    Ok(u) => self.visit_u64(u),
-                    Err(_) => Err(E::custom(format_args!("count {v} is negative"))),
-                }
+                fixed(v.into(), "count", CountDist::Fixed, CountDist::validate)
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<CountDist, A::Error> {
                 let dist = match CountDistTable::deserialize(MapAccessDeserializer::new(map))? {
@@ -270,12 +257,32 @@ impl<'de> Deserialize<'de> for CountDist {
                     CountDistTable::Geometric { mean } => CountDist::Geometric { mean },
                     CountDistTable::Poisson { mean } => CountDist::Poisson { mean },
                 };
-                dist.validate().map_err(de::Error::custom)?;
-                Ok(dist)
+                validated(dist, CountDist::validate)
             }
         }
         d.deserialize_any(V)
     }
+}
+
+/// A bare integer of a scenario file as the `Fixed` variant of a distribution (built by `make`,
+/// checked by `validate`); `what` names the value in the errors ("packet size -3 is negative").
+fn fixed<T, E: de::Error>(
+    v: i128,
+    what: &str,
+    make: fn(u32) -> T,
+    validate: fn(&T) -> Result<(), String>,
+) -> Result<T, E> {
+    if v < 0 {
+        return Err(E::custom(format_args!("{what} {v} is negative")));
+    }
+    let n = u32::try_from(v).map_err(|_| E::custom(format_args!("{what} {v} is too large")))?;
+    validated(make(n), validate)
+}
+
+/// `dist` if `validate` accepts it, its message as a deserialisation error otherwise.
+fn validated<T, E: de::Error>(dist: T, validate: fn(&T) -> Result<(), String>) -> Result<T, E> {
+    validate(&dist).map_err(E::custom)?;
+    Ok(dist)
 }
 
 /// `shape` of a Pareto distribution: finite and > 1 (so that the mean exists).
@@ -342,5 +349,24 @@ mod tests {
         let mean = xs.iter().map(|s| f64::from(*s)).sum::<f64>() / n as f64;
         assert!((mean / 775.0 - 1.0).abs() < 0.01, "empirical mean {mean}");
         assert_eq!(SizeDist::Fixed(1460).sample(&mut rng), 1460);
+    }
+
+    #[test]
+    fn bare_integers_become_fixed_or_a_named_error() {
+        let size = |v: i64| SizeDist::deserialize(toml::Value::Integer(v)).map_err(|e| e.to_string());
+        let count = |v: i64| CountDist::deserialize(toml::Value::Integer(v)).map_err(|e| e.to_string());
+        assert_eq!(size(1500), Ok(SizeDist::Fixed(1500)));
+        assert_eq!(count(3), Ok(CountDist::Fixed(3)));
+        for (got, needle) in [
+            (size(-3).err(), "packet size -3 is negative"),
+            (size(5_000_000_000).err(), "packet size 5000000000 is too large"),
+            (size(0).err(), "at least 1 byte"),
+            (count(-1).err(), "count -1 is negative"),
+            (count(1 << 40).err(), "is too large"),
+            (count(0).err(), "at least 1"),
+        ] {
+            let e = got.expect(needle);
+            assert!(e.contains(needle), "{e}");
+        }
     }
 }
