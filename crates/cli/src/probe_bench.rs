@@ -45,6 +45,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use headroom_core::abw::{estimate_train, EstimatorConfig, Method, Outcome, RAMP_DECREASE_FACTOR};
+use headroom_core::stats::median;
 use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
@@ -111,19 +112,6 @@ pub struct BenchRow {
     pub train_bytes: Bytes,
     pub lost: u32,
     pub spacing_error_max: Dur,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
@@ -330,12 +318,12 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
                 if of.is_empty() {
                     continue;
                 }
-                let mut values: Vec<f64> = of.iter().filter_map(|r| r.value.map(|v| v.as_mbps())).collect();
+                let values: Vec<f64> = of.iter().filter_map(|r| r.value.map(|v| v.as_mbps())).collect();
                 let mae = values.iter().map(|v| (v - truth).abs()).sum::<f64>() / values.len().max(1) as f64;
-                let med = median(&mut values);
-                let mut times: Vec<f64> = of.iter().map(|r| r.train_time.as_secs_f64() * 1e3).collect();
+                let med = median(&values).unwrap_or(f64::NAN); // no estimate: printed as NaN
+                let times: Vec<f64> = of.iter().map(|r| r.train_time.as_secs_f64() * 1e3).collect();
                 let tmax = times.iter().cloned().fold(0.0, f64::max);
-                let tmed = median(&mut times);
+                let tmed = median(&times).unwrap_or(f64::NAN);
                 let budget = (of[0].train_length + rtt).as_secs_f64() * 1e3 + 20.0;
                 let within = of.iter().filter(|r| r.train_time.as_secs_f64() * 1e3 <= budget).count();
                 let ranges = of.iter().filter(|r| r.verdict == "above_range" || r.verdict == "below_range").count();

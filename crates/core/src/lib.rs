@@ -21,6 +21,7 @@ pub mod cc;
 pub mod imtcp;
 pub mod rng;
 pub mod rtt;
+pub mod stats;
 pub mod units;
 
 pub use cc::{

@@ -1,51 +1,17 @@
 //! Behavioural tests of the simulator (issue 2): each runs a small scenario and checks a property
 //! that a broken queue, TCP or trace would violate.
 
+mod common;
+
+use common::{median, repo_file, run, TestPath};
+use headroom_core::stats;
 use headroom_sim::probe::{EstimateMethod, Verdict};
 use headroom_sim::{Scenario, World};
 
-fn repo_file(rel: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn run(src: &str) -> (World, headroom_sim::Report) {
-    let sc = Scenario::parse(src, "test").unwrap_or_else(|e| panic!("{e}"));
-    let mut w = World::new(&sc, None).unwrap();
-    w.run();
-    let r = w.report();
-    (w, r)
-}
-
 /// A path sender -- r1 ==bottleneck== r2 -- receiver with the given extra keys.
 fn path(bottleneck: &str, delay_ms: u32, queue: u32, link_extra: &str, tcp: &str, duration: &str) -> String {
-    format!(
-        r#"
-duration = "{duration}"
-seed = 7
-[[link]]
-a = "s"
-b = "r1"
-rate = "1Gbps"
-delay = "1ms"
-[[link]]
-a = "r1"
-b = "r2"
-rate = "{bottleneck}"
-delay = "{delay_ms}ms"
-queue = {queue}
-{link_extra}
-[[link]]
-a = "r2"
-b = "d"
-rate = "1Gbps"
-delay = "1ms"
-{tcp}
-[trace]
-interval = "1s"
-queues = ["r1->r2"]
-"#
-    )
+    let rest = format!("{tcp}\n[trace]\ninterval = \"1s\"\nqueues = [\"r1->r2\"]");
+    TestPath { seed: 7, bottleneck, delay_ms, queue, link_extra, cross: false, rest: &rest, duration }.toml()
 }
 
 #[test]
@@ -79,19 +45,13 @@ fn one_reno_flow_fills_an_uncongested_path() {
     );
 }
 
-fn jain(x: &[f64]) -> f64 {
-    let s: f64 = x.iter().sum();
-    let q: f64 = x.iter().map(|v| v * v).sum();
-    s * s / (x.len() as f64 * q)
-}
-
 #[test]
 fn ten_reno_flows_share_fairly() {
     let (_, r) =
         run(&path("20Mbps", 10, 100, "", "[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\ncount = 10", "200s"));
     let tput: Vec<f64> = r.flows.iter().map(|f| f.throughput_mbps).collect();
     assert_eq!(tput.len(), 10);
-    let j = jain(&tput);
+    let j = stats::jain_index(&tput).expect("some throughput");
     assert!(j >= 0.95, "Jain index {j:.4} over {tput:?}");
     let total: f64 = tput.iter().sum();
     assert!(total > 0.9 * 20.0 * 1460.0 / 1500.0, "total {total:.2}");
@@ -261,11 +221,6 @@ fn becc_doubles_reno_on_the_intermittent_transfer_path() {
     // And no harm where Reno is fine.
     let (reno, becc) = (fig2("reno", "128KB"), fig2("becc", "128KB"));
     assert!((becc - reno).abs() < 0.02 * reno, "BECC {becc:.2} vs Reno {reno:.2} at 128 KB");
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 #[test]

@@ -3,56 +3,18 @@
 //! retransmission paths, and the passive estimators' tap. Each test runs a small scenario and
 //! checks a property a broken control unit or driver would violate.
 
+mod common;
+
+use common::{median, repo_file, run, TestPath};
+use headroom_core::stats;
 use headroom_sim::probe::Verdict;
 use headroom_sim::world::FlowKind;
 use headroom_sim::{Scenario, World};
 
-fn run(src: &str) -> (World, headroom_sim::Report) {
-    let sc = Scenario::parse(src, "test").unwrap_or_else(|e| panic!("{e}"));
-    let mut w = World::new(&sc, None).unwrap();
-    w.run();
-    let r = w.report();
-    (w, r)
-}
-
 /// sender -- r1 ==bottleneck== r2 -- receiver, cross traffic from x1 (at r1) to x2 (at r2).
 fn path(bottleneck: &str, delay_ms: u32, queue: u32, link_extra: &str, flows: &str, duration: &str) -> String {
-    format!(
-        r#"
-duration = "{duration}"
-seed = 3
-[[link]]
-a = "s"
-b = "r1"
-rate = "1Gbps"
-delay = "1ms"
-[[link]]
-a = "x1"
-b = "r1"
-rate = "1Gbps"
-delay = "0ms"
-[[link]]
-a = "r1"
-b = "r2"
-rate = "{bottleneck}"
-delay = "{delay_ms}ms"
-queue = {queue}
-{link_extra}
-[[link]]
-a = "r2"
-b = "d"
-rate = "1Gbps"
-delay = "1ms"
-[[link]]
-a = "r2"
-b = "x2"
-rate = "1Gbps"
-delay = "0ms"
-{flows}
-[trace]
-interval = "500ms"
-"#
-    )
+    let rest = format!("{flows}\n[trace]\ninterval = \"500ms\"");
+    TestPath { seed: 3, bottleneck, delay_ms, queue, link_extra, cross: true, rest: &rest, duration }.toml()
 }
 
 /// In-range inline estimates (Mb/s) of flow `stat` in (a, b] seconds.
@@ -63,12 +25,6 @@ fn estimates(w: &World, method: &str, a: f64, b: f64) -> Vec<(f64, f64, bool)> {
         .map(|e| (e.time.as_secs_f64(), e.value.map_or(f64::NAN, |v| v.0 as f64 / 1e6), e.verdict == Verdict::Estimate))
         .filter(|e| e.0 > a && e.0 <= b)
         .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    assert!(!v.is_empty(), "no values");
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 const CROSS_40_THEN_60: &str = r#"
@@ -465,17 +421,14 @@ fn nothing_is_held_while_the_send_window_is_below_n() {
 /// Reno connections' and a Jain index of at least 0.98. Without the guard this row gave 0.81.
 #[test]
 fn imtcp_shares_like_reno_on_table3s_path_with_ns2_reno() {
-    let table3 =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/imtcp/table3.toml")).unwrap();
+    let table3 = repo_file("scenarios/imtcp/table3.toml");
     let src = table3.replacen("rate = \"50Mbps\"", "rate = \"60Mbps\"", 1).replacen("count = 10", "count = 2", 1);
     assert!(src.contains("60Mbps") && src.contains("count = 2") && src.contains("recover_guard = true"));
     let totals = |src: &str| {
         let (_, r) = run(src);
         let t: Vec<f64> = r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).map(|f| f.throughput_mbps).collect();
         assert_eq!(t.len(), 2);
-        let sum: f64 = t.iter().sum();
-        let jain = sum * sum / (2.0 * t.iter().map(|x| x * x).sum::<f64>());
-        (sum, jain)
+        (t.iter().sum::<f64>(), stats::jain_index(&t).expect("some throughput"))
     };
     let (imtcp, jain) = totals(&src);
     let (reno, _) = totals(&src.replacen("imtcp = { link_rate = \"100Mbps\" }\n", "", 1));

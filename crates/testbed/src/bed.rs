@@ -292,7 +292,7 @@ static RUN_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 fn new_prefix() -> String {
     let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut rng = crate::delaybox::Rng::new(sys::now_ns() ^ ((std::process::id() as u64) << 32) ^ n as u64);
+    let mut rng = headroom_core::rng::Rng::new(sys::now_ns() ^ ((std::process::id() as u64) << 32) ^ n as u64);
     format!("hr{:x}{:x}{:03x}-", std::process::id(), n, rng.next_u64() & 0xfff)
 }
 

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
+use headroom_core::stats::Sorted;
 use headroom_core::{Dur, Rate};
 
 use crate::bed::Testbed;
@@ -60,7 +61,8 @@ pub struct RateStep {
     pub passed: bool,
 }
 
-/// Delay error statistics (measured one-way delay minus configured).
+/// Delay error statistics (measured one-way delay minus configured), order statistics by
+/// [`Sorted::quantile`] (the nearest one, no interpolation: `median` is the upper median).
 #[derive(Clone, Debug)]
 pub struct DelayError {
     pub packets: usize,
@@ -104,14 +106,6 @@ fn stream(tb: &Testbed, g: UdpGen) -> Result<(traffic::UdpSendReport, UdpRecvRep
     Ok((sent, got))
 }
 
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-/// Runs the benchmark (needs root); `progress` gets one line per step.
 /// Low-rate one-way delay error (measured minus `delay`) through a fresh testbed, and the delay
 /// box's release lateness meanwhile.
 fn delay_error(delay: Dur) -> Result<(DelayError, CounterSnapshot)> {
@@ -130,18 +124,14 @@ fn delay_error(delay: Dur) -> Result<(DelayError, CounterSnapshot)> {
     let (_, got) = stream(&tb, g)?;
     let counters = tb.delaybox_counters().0;
     tb.down()?;
-    let mut err: Vec<f64> = got.delays_ns.iter().map(|&d| (d as f64 - delay.0 as f64) / 1e3).collect();
-    err.sort_by(f64::total_cmp);
-    let e = DelayError {
-        packets: err.len(),
-        min: quantile(&err, 0.0),
-        median: quantile(&err, 0.5),
-        p99: quantile(&err, 0.99),
-        max: quantile(&err, 1.0),
-    };
+    let err: Sorted = got.delays_ns.iter().map(|&d| (d as f64 - delay.0 as f64) / 1e3).collect();
+    // No packet arrived: NaN, which the report prints as such.
+    let at = |q| err.quantile(q).unwrap_or(f64::NAN);
+    let e = DelayError { packets: err.len(), min: at(0.0), median: at(0.5), p99: at(0.99), max: at(1.0) };
     Ok((e, counters))
 }
 
+/// Runs the benchmark (needs root); `progress` gets one line per step.
 pub fn bench_delaybox(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
     let (path_latency_us, _) = delay_error(Dur::ZERO)?;
     progress(&format!(

@@ -6,8 +6,8 @@
 //! direction reads packets from one TUN device and writes them into the other:
 //!
 //! 1. On arrival (the `read` that returns the packet) the packet is stamped `t_arr` from
-//!    `CLOCK_MONOTONIC`, dropped with probability `loss` (Bernoulli, own xorshift generator, so a
-//!    seed reproduces the same drop pattern), or else queued with release time
+//!    `CLOCK_MONOTONIC`, dropped with probability `loss` (Bernoulli, [`Rng::bernoulli`] of headroom's one
+//!    generator, so a seed reproduces the same drop pattern), or else queued with release time
 //!    `t_arr + delay + extra(src) + extra(dst)` (`extra` is a host's access-link delay).
 //! 2. Packets leave in release-time order (a binary heap; ties in arrival order, so packets of
 //!    one flow, which all get the same delay, are never reordered).
@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use headroom_core::rng::Rng;
 use headroom_core::Dur;
 
 use crate::sys;
@@ -193,29 +194,6 @@ impl Ord for Held {
     }
 }
 
-/// xorshift64* — small, fast, reproducible; quality is ample for Bernoulli drops.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        // splitmix64 of the seed, never zero
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        Rng((z ^ (z >> 31)) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-}
-
 fn ipv4_addrs(p: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr)> {
     if p.len() >= 20 && p[0] >> 4 == 4 {
         Some((Ipv4Addr::new(p[12], p[13], p[14], p[15]), Ipv4Addr::new(p[16], p[17], p[18], p[19])))
@@ -290,7 +268,6 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, st
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut scratch = vec![0u8; 65_536];
     let mut seq = 0u64;
-    let threshold = if cfg.loss > 0.0 { (cfg.loss * u64::MAX as f64) as u64 } else { 0 };
     while !stop.load(Ordering::Relaxed) {
         // 1. take in what has arrived
         for _ in 0..READ_BATCH {
@@ -301,7 +278,7 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, st
             let t_arr = sys::now_ns();
             c.packets_in.fetch_add(1, Ordering::Relaxed);
             c.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-            if threshold > 0 && rng.next_u64() < threshold {
+            if cfg.loss > 0.0 && rng.bernoulli(cfg.loss) {
                 c.lost.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -370,17 +347,6 @@ mod tests {
         }
         let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|x| (x.release, x.seq))).collect();
         assert_eq!(order, vec![(1, 3), (3, 1), (5, 0), (5, 2)]);
-    }
-
-    #[test]
-    fn rng_bernoulli_rate() {
-        let mut r = Rng::new(7);
-        let thr = (0.01 * u64::MAX as f64) as u64;
-        let n = 1_000_000;
-        let hits = (0..n).filter(|_| r.next_u64() < thr).count();
-        assert!((9_500..10_500).contains(&hits), "{hits}");
-        let mean: f64 = (0..100_000).map(|_| r.next_f64()).sum::<f64>() / 100_000.0;
-        assert!((mean - 0.5).abs() < 0.01);
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! The generator keeps an absolute schedule (`t_k = t_0 + sum of gaps`): a late wake-up sends
 //! immediately and the next packet keeps its scheduled time, so the long-run rate does not drift.
 //! It sleeps until shortly before each send time and spins the rest (see [`wait_until_ns`]).
+//!
+//! Random gaps and sizes are drawn with headroom's one generator and samplers
+//! ([`headroom_core::rng`]), seeded by each flow's `seed`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -21,9 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use headroom_core::rng::Rng;
 use headroom_core::{Bytes, Dur, Rate};
 
-use crate::delaybox::Rng;
 use crate::sys;
 
 /// IP + UDP header bytes.
@@ -47,7 +50,7 @@ pub struct FlowCounters {
 pub enum Pattern {
     /// Constant gaps.
     Cbr,
-    /// Exponential gaps (a Poisson process).
+    /// Exponential gaps (a Poisson process; [`Rng::exponential`]).
     Poisson,
     /// CBR at the rate during `on`, silence during `off`, starting with `on`.
     OnOff { on: Dur, off: Dur },
@@ -163,7 +166,7 @@ fn udp_send_loop(
         }
         seq += 1;
         next += match g.pattern {
-            Pattern::Poisson => -(1.0 - rng.next_f64()).ln() * gap_ns,
+            Pattern::Poisson => rng.exponential(gap_ns),
             _ => gap_ns,
         };
     }
@@ -423,8 +426,10 @@ fn serve_objects(mut s: TcpStream) -> Result<()> {
     Ok(())
 }
 
-/// A web-like client's settings: pages of `objects` objects with Pareto sizes, fetched in turn
-/// over one persistent connection, separated by exponential think times.
+/// A web-like client's settings: pages of `objects` objects with Pareto sizes ([`Rng::pareto`]
+/// with `object_shape` and `object_mean`, rounded to bytes and held to `1..=`[`MAX_OBJECT`]),
+/// fetched in turn over one persistent connection, separated by exponential think times with
+/// mean `think` ([`Rng::exponential`]).
 #[derive(Clone, Debug)]
 pub struct WebClient {
     pub server: SocketAddr,
@@ -458,7 +463,6 @@ pub fn web_client(
         .with_context(|| format!("connecting to {}", c.server))?;
     s.set_nodelay(true)?;
     let mut rng = Rng::new(c.seed);
-    let scale = c.object_mean.0 as f64 * (c.object_shape - 1.0) / c.object_shape;
     let end = sys::now_ns() + c.duration.0;
     let mut pages = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -466,8 +470,7 @@ pub fn web_client(
         let t0 = sys::now_ns();
         let mut page_bytes = 0;
         for _ in 0..c.objects {
-            let u = 1.0 - rng.next_f64();
-            let size = ((scale / u.powf(1.0 / c.object_shape)).round() as u64).clamp(1, MAX_OBJECT);
+            let size = (rng.pareto(c.object_shape, c.object_mean.0 as f64).round() as u64).clamp(1, MAX_OBJECT);
             s.write_all(&size.to_be_bytes())?;
             let mut left = size;
             while left > 0 {
@@ -489,7 +492,7 @@ pub fn web_client(
         }
         on_page(p);
         pages.push(p);
-        let think = -(1.0 - rng.next_f64()).ln() * c.think.0 as f64;
+        let think = rng.exponential(c.think.0 as f64);
         let wake = (done + think as u64).min(end);
         let now = sys::now_ns();
         if wake > now {

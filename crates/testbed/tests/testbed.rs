@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use headroom_core::stats::{self, Sorted};
 use headroom_core::{Bytes, Dur, Rate};
 use headroom_testbed::traffic::{self, FlowCounters, Pattern, UdpGen};
 use headroom_testbed::{Bottleneck, Buffer, Scenario, Testbed, Topology};
@@ -26,8 +27,8 @@ fn netns_list() -> String {
     String::from_utf8(std::process::Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).unwrap()
 }
 
-/// Median, min of `count` UDP pings from `from` to an echo server in `to`.
-fn ping(tb: &Testbed, from: &str, to: &str, port: u16, count: u32) -> Vec<f64> {
+/// The RTTs (ms, sorted) of `count` UDP pings from `from` to an echo server in `to`.
+fn ping(tb: &Testbed, from: &str, to: &str, port: u16, count: u32) -> Sorted {
     let echo = tb.run_in(to, move || Ok(UdpSocket::bind(("0.0.0.0", port))?)).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
@@ -41,9 +42,12 @@ fn ping(tb: &Testbed, from: &str, to: &str, port: u16, count: u32) -> Vec<f64> {
         .unwrap();
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap().unwrap();
-    let mut ms: Vec<f64> = rtts.iter().map(|d| d.as_millis_f64()).collect();
-    ms.sort_by(f64::total_cmp);
-    ms
+    rtts.iter().map(|d| d.as_millis_f64()).collect()
+}
+
+/// The median of a sample (the upper one for an even count); fails the test when it is empty.
+fn median_of(s: &Sorted) -> f64 {
+    s.quantile(0.5).expect("no values")
 }
 
 #[test]
@@ -52,7 +56,7 @@ fn configured_52ms_rtt_is_measured_within_1ms() {
     let tb = Testbed::up(&Topology::dumbbell(1, Bottleneck::new(None, Dur::from_millis(26)))).unwrap();
     let ms = ping(&tb, "s1", "r1", 7000, 100);
     assert!(ms.len() >= 98, "only {} of 100 pings came back", ms.len());
-    let median = ms[ms.len() / 2];
+    let median = median_of(&ms);
     println!("RTT over {} pings: min {:.3} ms, median {median:.3} ms, max {:.3} ms", ms.len(), ms[0], ms[ms.len() - 1]);
     assert!((median - 52.0).abs() < 1.0, "median RTT {median} ms, configured 52 ms");
     assert!(ms[0] >= 52.0, "a packet came back faster than the configured delay: {} ms", ms[0]);
@@ -214,15 +218,14 @@ fn poisson_generator_rate_is_within_2_percent() {
     let mut sends: Vec<u64> = got.arrivals_ns.iter().zip(&got.delays_ns).map(|(a, d)| a - d).collect();
     sends.sort_unstable();
     let gaps: Vec<f64> = sends.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
-    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let mean = stats::mean(&gaps).expect("no gaps");
     let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
     let cv = var.sqrt() / mean;
     let small = gaps.iter().filter(|g| **g < 10_000.0).count() as f64 / gaps.len() as f64;
-    let mut sorted = gaps.clone();
-    sorted.sort_by(f64::total_cmp);
+    let sorted = Sorted::from(&gaps[..]);
     println!(
         "send gaps: mean {mean:.0} ns, median {:.0} ns, max {:.0} ns, under 10 us {:.3} (exponential: {:.3})",
-        sorted[sorted.len() / 2],
+        median_of(&sorted),
         sorted[sorted.len() - 1],
         small,
         1.0 - (-10_000.0 / mean).exp()
@@ -239,12 +242,12 @@ fn poisson_generator_rate_is_within_2_percent() {
     assert!(recv_err.abs() < 0.02, "received rate off by {:.2}%", 100.0 * recv_err);
     // exponential gaps: median = ln 2 x mean (CBR would give 1). The median is robust to the
     // bursts a preempted sender makes on a loaded machine, which inflate the CV.
-    let median_ratio = sorted[sorted.len() / 2] / mean;
+    let median_ratio = median_of(&sorted) / mean;
     assert!((0.5..0.85).contains(&median_ratio), "gaps are not exponential: median/mean {median_ratio:.3}");
     // CV over gaps below 20x the mean (an exponential gap exceeds that with probability e^-20;
     // longer ones are stalls of the VM or RT throttling, which one sample would let dominate)
     let kept: Vec<f64> = gaps.iter().copied().filter(|g| *g < 20.0 * mean).collect();
-    let kmean = kept.iter().sum::<f64>() / kept.len() as f64;
+    let kmean = stats::mean(&kept).expect("no gaps");
     let kcv = (kept.iter().map(|g| (g - kmean).powi(2)).sum::<f64>() / kept.len() as f64).sqrt() / kmean;
     println!("CV without {} stalls: {kcv:.3}", gaps.len() - kept.len());
     assert!((0.85..1.2).contains(&kcv), "gaps are not exponential: CV {kcv:.3}");
@@ -331,7 +334,7 @@ fn two_testbeds_at_once_do_not_collide() {
         let hb = s.spawn(|| ping(&b, "s1", "r1", 7000, 30));
         (ha.join().unwrap(), hb.join().unwrap())
     });
-    let (ma, mb) = (ra[ra.len() / 2], rb[rb.len() / 2]);
+    let (ma, mb) = (median_of(&ra), median_of(&rb));
     println!("concurrent testbeds: median RTT {ma:.3} ms (configured 10) and {mb:.3} ms (configured 30)");
     assert!((ma - 10.0).abs() < 1.0 && (mb - 30.0).abs() < 1.0);
     let a_ns = a.namespaces().to_vec();
@@ -339,7 +342,7 @@ fn two_testbeds_at_once_do_not_collide() {
     let list = netns_list();
     assert!(a_ns.iter().all(|n| !list.contains(n.as_str())));
     let again = ping(&b, "s1", "r1", 7001, 10);
-    assert!((again[again.len() / 2] - 30.0).abs() < 1.0, "second testbed broken after the first went down");
+    assert!((median_of(&again) - 30.0).abs() < 1.0, "second testbed broken after the first went down");
     b.down().unwrap();
 }
 

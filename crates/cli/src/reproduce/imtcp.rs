@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{bail, Result};
+use headroom_core::stats::{self, Sorted};
 use headroom_sim::probe::{EstimateMethod, Verdict};
 use headroom_sim::world::FlowKind;
 use headroom_sim::{Report, Scenario, World};
@@ -57,22 +58,9 @@ fn estimates_of(w: &World, method: &str) -> Vec<(f64, f64, bool)> {
         .collect()
 }
 
+/// [`stats::mean`], NaN (printed as such) for no values.
 fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
-
-fn jain(x: &[f64]) -> f64 {
-    let s: f64 = x.iter().sum();
-    let q: f64 = x.iter().map(|v| v * v).sum();
-    if q == 0.0 {
-        f64::NAN
-    } else {
-        s * s / (x.len() as f64 * q)
-    }
+    stats::mean(v).unwrap_or(f64::NAN)
 }
 
 /// Fig. 8's and Fig. 10's available bandwidth (Mb/s) at `t` seconds.
@@ -235,7 +223,7 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
 struct StoringRun {
     results: usize,
     throughput_mbps: f64,
-    waits_ms: Vec<f64>,
+    waits_ms: Sorted,
     /// Largest `wait - T` over the samples (ms; <= 0 when every wait is within its timer).
     worst_excess_ms: f64,
     stats: headroom_core::imtcp::ControlStats,
@@ -246,8 +234,7 @@ fn storing_run(src: &str, origin: &str) -> Result<StoringRun> {
     let results = w.estimates.iter().filter(|e| e.method == EstimateMethod::Imtcp).count();
     let Some(unit) = w.inline_measurement(0) else { bail!("{origin}: flow 0 has no ImTCP control unit") };
     let samples = unit.take_first_packet_waits();
-    let mut waits_ms: Vec<f64> = samples.iter().map(|s| s.wait.as_secs_f64() * 1e3).collect();
-    waits_ms.sort_by(|a, b| a.total_cmp(b));
+    let waits_ms: Sorted = samples.iter().map(|s| s.wait.as_secs_f64() * 1e3).collect();
     let worst_excess_ms = samples
         .iter()
         .map(|s| (s.wait.as_secs_f64() - s.storing_timer.as_secs_f64()) * 1e3)
@@ -463,11 +450,9 @@ fn page_times(r: &Report) -> Vec<f64> {
         .collect()
 }
 
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+/// [`Sorted::quantile`] (nearest order statistic), NaN (printed as such) for no values.
+fn quantile(sorted: &Sorted, q: f64) -> f64 {
+    sorted.quantile(q).unwrap_or(f64::NAN)
 }
 
 fn imtcp_web(dir: &Path) -> Result<String> {
@@ -504,8 +489,7 @@ fn imtcp_web(dir: &Path) -> Result<String> {
             timeouts.push(r.flows[0].timeouts as f64);
             times.extend(t);
         }
-        times.sort_by(|a, b| a.total_cmp(b));
-        rows.push((label.clone(), tputs, timeouts, times));
+        rows.push((label.clone(), tputs, timeouts, Sorted::new(times)));
     }
     std::fs::write(dir.join("web.csv"), csv)?;
     let mut cdf = String::from("bulk,page_time_s,cdf\n");
@@ -595,7 +579,7 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
             let (_, r) = run_quiet(src, origin)?;
             let x: Vec<f64> = r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).map(|f| f.throughput_mbps).collect();
             totals[k] = x.iter().sum();
-            jains[k] = jain(&x);
+            jains[k] = stats::jain_index(&x).unwrap_or(f64::NAN);
         }
         let _ =
             writeln!(csv, "{cap},{n},{:.4},{:.4},{:.2},{:.2},{pj},{pi},{pr}", jains[0], jains[1], totals[0], totals[1]);

@@ -30,6 +30,8 @@
 //! - Fewer than 3 medians cannot show a trend: the result is unsure (`T = 0`). With the paper's
 //!   N = 3 the three delays are compared raw (g = 1), which is exactly why N = 3 is unreliable.
 
+use crate::stats;
+
 /// ImTCP's `T_i`: the trend of one stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trend {
@@ -86,18 +88,7 @@ pub fn group_medians(delays: &[f64]) -> Vec<f64> {
         return Vec::new();
     }
     let g = ((k as f64).sqrt().floor() as usize).max(1);
-    delays.chunks(g).map(median).collect()
-}
-
-fn median(xs: &[f64]) -> f64 {
-    let mut v: Vec<f64> = xs.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    delays.chunks(g).filter_map(stats::median).collect() // chunks are never empty
 }
 
 /// `S_PCT` over a sequence (None for fewer than two values).
