@@ -732,7 +732,9 @@ impl ProbeSpec {
                 TrainDesign::PathChirp(spec.design().map_err(|e| e.to_string())?)
             }
             "imtcp-echo" => {
-                return EchoProber::new(self.echo_config()).map(|p| ProbeDesign::Echo(Box::new(p))).map_err(|e| e.to_string());
+                return EchoProber::new(self.echo_config())
+                    .map(|p| ProbeDesign::Echo(Box::new(p)))
+                    .map_err(|e| e.to_string());
             }
             other => return Err(format!("unknown method `{other}` (pathquick, pathchirp, imtcp-echo)")),
         };

@@ -7,14 +7,11 @@ use headroom_core::units::{Bytes, Dur, Time};
 use super::{BulkFlow, FlowKind, FlowStats, ProbeFlow, UdpFlow, WebClient, WebGroup, World};
 use crate::build::{make_cc, make_prober};
 use crate::net::{Ev, Link, Net, NodeId, QueueLimit};
-use crate::passive::{PassiveTap, TapState};
+use crate::passive::TapState;
 use crate::scenario::{rto_preset, Scenario};
-use crate::tcp::{Owner, TcpParams};
+use crate::tcp::{Owner, SenderBuffer, TcpParams};
 use crate::traffic::UdpSource;
-use headroom_core::imtcp::SharedImtcp;
 use headroom_core::rng::Rng;
-use std::cell::RefCell;
-use std::rc::Rc;
 
 fn node_index(names: &[String], n: &str) -> NodeId {
     names.iter().position(|x| x == n).expect("validated node name") as NodeId
@@ -68,8 +65,6 @@ impl World {
             web: Vec::new(),
             clients: Vec::new(),
             probes: Vec::new(),
-            inline: Vec::new(),
-            passive: Vec::new(),
             estimates: Vec::new(),
             stats: Vec::new(),
             series: Vec::new(),
@@ -139,25 +134,15 @@ impl World {
                 let bulk_idx = w.bulk.len() as u32;
                 let conn =
                     w.open_conn(src, dst, stat, Owner::Bulk(bulk_idx), params, cc, t.bytes.map_or(u64::MAX, |b| b.0));
-                if let Some(spec) = &t.imtcp {
-                    let shared = SharedImtcp::new(
-                        spec.control_unit(params.delayed_ack).map_err(|e| format!("tcp[{i}].imtcp: {e}"))?,
-                    );
-                    if let Some(c) = w.conns[conn as usize].as_mut() {
-                        c.buffer = Some(Box::new(shared.clone()));
-                        c.window_listener = Some(shared.clone());
+                if let Some(c) = w.conns[conn as usize].as_mut() {
+                    if let Some(spec) = &t.imtcp {
+                        let unit = spec.control_unit(params.delayed_ack).map_err(|e| format!("tcp[{i}].imtcp: {e}"))?;
+                        c.buffer = SenderBuffer::Imtcp(Box::new(unit));
                     }
-                    w.inline.push((stat, shared));
-                }
-                if !t.passive.is_empty() {
-                    let names: Vec<String> = t.passive.iter().map(|p| p.get_ref().clone()).collect();
-                    let state =
-                        Rc::new(RefCell::new(TapState::new(&names).map_err(|e| format!("tcp[{i}].passive: {e}"))?));
-                    if let Some(c) = w.conns[conn as usize].as_mut() {
-                        let inner = c.buffer.take();
-                        c.buffer = Some(Box::new(PassiveTap::new(inner, state.clone())));
+                    if !t.passive.is_empty() {
+                        let names: Vec<String> = t.passive.iter().map(|p| p.get_ref().clone()).collect();
+                        c.tap = Some(TapState::new(&names).map_err(|e| format!("tcp[{i}].passive: {e}"))?);
                     }
-                    w.passive.push((stat, state));
                 }
                 let start = Time(t.start.unwrap_or(Dur::ZERO).0);
                 let stop = t.stop.map(|d| Time(d.0));

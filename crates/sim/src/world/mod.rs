@@ -26,15 +26,12 @@ use headroom_core::units::{Bytes, Dur, Rate, Time};
 
 use crate::build::make_cc;
 use crate::net::{Ev, Kind, Net, NodeId, Packet};
-use crate::passive::TapState;
 use crate::probe::{EstimateRow, Prober};
 use crate::scenario::CcKind;
-use crate::tcp::{Owner, TcpConn, TcpOutcome, TcpParams};
+use crate::tcp::{Owner, SenderBuffer, TcpConn, TcpOutcome, TcpParams};
 use crate::traffic::{UdpSource, WebModel};
-use headroom_core::imtcp::SharedImtcp;
+use headroom_core::imtcp::ImtcpBuffer;
 use headroom_core::rng::Rng;
-use std::cell::RefCell;
-use std::rc::Rc;
 
 /// Size of a web request packet on the wire (an HTTP GET with headers).
 pub const REQUEST_SIZE: u32 = 300;
@@ -131,10 +128,6 @@ pub struct World {
     web: Vec<WebGroup>,
     clients: Vec<WebClient>,
     probes: Vec<ProbeFlow>,
-    /// ImTCP control units installed below bulk flows, by flow-statistics index.
-    inline: Vec<(u32, SharedImtcp)>,
-    /// Passive estimators watching bulk flows, by flow-statistics index.
-    passive: Vec<(u32, Rc<RefCell<TapState>>)>,
     /// Every available-bandwidth estimate of the run, in time order per flow.
     pub estimates: Vec<EstimateRow>,
     pub stats: Vec<FlowStats>,
@@ -173,7 +166,8 @@ impl World {
         };
         self.conn_gen[slot as usize] += 1;
         let gen = self.conn_gen[slot as usize];
-        self.conns[slot as usize] = Some(TcpConn::new(slot, gen, src, dst, stat, owner, params, cc, None, total));
+        self.conns[slot as usize] =
+            Some(TcpConn::new(slot, gen, src, dst, stat, owner, params, cc, SenderBuffer::Direct, total));
         slot
     }
 
@@ -181,7 +175,7 @@ impl World {
     pub fn set_send_buffer(&mut self, bulk_flow: usize, buffer: Box<dyn headroom_core::cc::SendBuffer>) {
         let slot = self.bulk[bulk_flow].conn as usize;
         if let Some(c) = self.conns[slot].as_mut() {
-            c.buffer = Some(buffer);
+            c.buffer = SenderBuffer::Custom(buffer);
         }
     }
 
@@ -289,10 +283,9 @@ impl World {
                 }
                 let (fresh, outcome) = c.on_data(net, &p);
                 let (stat, owner) = (c.stat, c.owner);
-                if !self.passive.is_empty() {
-                    if let Some((_, tap)) = self.passive.iter().find(|(s, _)| *s == stat) {
-                        tap.borrow_mut().on_data_arrival(net.now, p.size as u64, c.rtt.srtt());
-                    }
+                let srtt = c.rtt.srtt();
+                if let Some(tap) = c.tap.as_mut() {
+                    tap.on_data_arrival(net.now, p.size as u64, srtt);
                 }
                 let s = &mut self.stats[stat as usize];
                 s.bytes += fresh;
@@ -397,47 +390,54 @@ impl World {
         }
     }
 
+    /// The connections of the bulk flows, in scenario order: they are opened first, in that
+    /// order, and never closed, so they hold the lowest slots.
+    fn bulk_conns_mut(&mut self) -> impl Iterator<Item = &mut TcpConn> {
+        self.conns.iter_mut().flatten().filter(|c| matches!(c.owner, Owner::Bulk(_)))
+    }
+
+    /// Records the ImTCP control units' finished measurements.
     fn drain_inline_estimates(&mut self) {
-        for (stat, shared) in &self.inline {
-            while let Some(e) = shared.poll_estimate() {
-                self.estimates.push(EstimateRow {
-                    time: e.time,
-                    stat: *stat,
-                    method: "imtcp",
-                    value: Some(e.value),
-                    verdict: if e.in_range { "estimate" } else { "out_of_range" },
-                    range: e.search_range,
-                    elapsed: Dur::ZERO,
-                    bytes: 0,
-                });
+        let mut rows = Vec::new();
+        for c in self.bulk_conns_mut() {
+            let stat = c.stat;
+            let Some(unit) = c.imtcp_mut() else { continue };
+            while let Some(e) = unit.poll_estimate() {
+                let verdict = if e.in_range { "estimate" } else { "out_of_range" };
+                rows.push(estimate_row(e.time, stat, "imtcp", e.value, verdict, e.search_range));
             }
         }
+        self.estimates.append(&mut rows);
     }
 
     /// Records the passive estimators' mean samples of the interval ending now.
     fn drain_passive_estimates(&mut self) {
         let now = self.net.now;
-        for (stat, tap) in &self.passive {
-            let stat = *stat;
-            let estimates = &mut self.estimates;
-            tap.borrow_mut().take_means(|method, value| {
-                estimates.push(EstimateRow {
-                    time: now,
-                    stat,
-                    method,
-                    value: Some(value),
-                    verdict: "estimate",
-                    range: (Rate::ZERO, Rate::ZERO),
-                    elapsed: Dur::ZERO,
-                    bytes: 0,
-                })
+        let mut rows = Vec::new();
+        for c in self.bulk_conns_mut() {
+            let stat = c.stat;
+            let Some(tap) = c.tap.as_mut() else { continue };
+            tap.take_means(|method, value| {
+                rows.push(estimate_row(now, stat, method, value, "estimate", (Rate::ZERO, Rate::ZERO)))
             });
         }
+        self.estimates.append(&mut rows);
     }
 
-    /// The ImTCP control unit of bulk flow `k` (in scenario order), if it has one.
-    pub fn inline_measurement(&self, stat: u32) -> Option<&SharedImtcp> {
-        self.inline.iter().find(|(s, _)| *s == stat).map(|(_, m)| m)
+    /// The connection of the bulk flow whose statistics row is `stat`.
+    fn bulk_conn_of_stat(&self, stat: u32) -> Option<&TcpConn> {
+        self.bulk.iter().find(|b| b.stat == stat).and_then(|b| self.conns[b.conn as usize].as_ref())
+    }
+
+    /// The ImTCP control unit of the bulk flow whose statistics row is `stat`, if it has one.
+    pub fn inline_measurement(&self, stat: u32) -> Option<&ImtcpBuffer> {
+        self.bulk_conn_of_stat(stat)?.imtcp()
+    }
+
+    /// The same, to drain its samples ([`ImtcpBuffer::take_first_packet_waits`]).
+    pub fn inline_measurement_mut(&mut self, stat: u32) -> Option<&mut ImtcpBuffer> {
+        let b = self.bulk.iter().find(|b| b.stat == stat)?;
+        self.conns[b.conn as usize].as_mut()?.imtcp_mut()
     }
 
     fn udp_send(&mut self, i: u32) {
@@ -587,4 +587,17 @@ impl World {
     pub fn link_packets(&self, name: &str) -> Option<u64> {
         self.net.links.iter().find(|l| l.name == name).map(|l| l.tx_packets)
     }
+}
+
+/// An estimate that is not a probe train's (ImTCP inline, passive estimators): no probe bytes,
+/// no train duration.
+fn estimate_row(
+    time: Time,
+    stat: u32,
+    method: &'static str,
+    value: Rate,
+    verdict: &'static str,
+    range: (Rate, Rate),
+) -> EstimateRow {
+    EstimateRow { time, stat, method, value: Some(value), verdict, range, elapsed: Dur::ZERO, bytes: 0 }
 }
