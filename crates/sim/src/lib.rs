@@ -7,6 +7,7 @@
 //! between simultaneous events are broken by scheduling order, and every random draw comes from a
 //! per-flow stream of a seeded PRNG.
 
+pub mod build;
 pub mod limits;
 pub mod net;
 pub mod output;

@@ -2,19 +2,16 @@
 //! estimate and Hoe's three-ACK estimate over the sender's ACKs, TCP-Rab's over the receiver's
 //! data arrivals. They only watch: the flow sends exactly what it would send without them.
 //!
-//! A [`PassiveTap`] sits as the flow's [`SendBuffer`] around the real one (ImTCP's buffer, or a
-//! pass-through): it forwards everything unchanged and shows every ACK to the estimators. The
-//! world feeds TCP-Rab the receiver's arrivals ([`TapState::on_data_arrival`]).
+//! A [`TapState`] sits on the flow's connection (`TcpConn::tap`) and is shown every ACK the
+//! sender receives; the world feeds TCP-Rab the receiver's arrivals
+//! ([`TapState::on_data_arrival`]).
 //!
 //! Recording: the estimators give one sample per ACK (Westwood) or per RTT (Hoe, Rab); the tap
 //! adds them up and the world records their mean once per trace interval
 //! ([`TapState::take_means`]), as the paper plots averages over every 0.5 s. Nothing is
 //! allocated per packet.
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
-use headroom_core::cc::{AckEvent, PassThrough, Segment, SendBuffer};
+use headroom_core::cc::AckEvent;
 use headroom_core::imtcp::{Hoe, PassiveEstimator, Rab, Westwood, WestwoodVariant};
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 
@@ -68,7 +65,8 @@ impl TapState {
         self.rab.is_some()
     }
 
-    fn on_ack(&mut self, ev: &AckEvent) {
+    /// An ACK reached the sender.
+    pub fn on_ack(&mut self, ev: &AckEvent) {
         for w in &mut self.on_acks {
             w.estimator.on_ack(ev);
             while let Some(e) = w.estimator.poll_estimate() {
@@ -111,37 +109,27 @@ impl TapState {
     }
 }
 
-/// The flow's send buffer with the estimators watching its ACKs.
-pub struct PassiveTap {
-    inner: Box<dyn SendBuffer>,
-    pub state: Rc<RefCell<TapState>>,
-}
+#[cfg(test)]
+mod tests {
+    use crate::{Scenario, World};
 
-impl PassiveTap {
-    /// Wraps `inner` (None: segments pass straight through).
-    pub fn new(inner: Option<Box<dyn SendBuffer>>, state: Rc<RefCell<TapState>>) -> PassiveTap {
-        PassiveTap { inner: inner.unwrap_or_else(|| Box::new(PassThrough::default())), state }
+    fn run(passive: &str) -> (String, usize) {
+        let src = format!(
+            "duration = \"5s\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"10Mbps\"\ndelay = \"10ms\"\nqueue = 20\n\
+             [[tcp]]\nfrom = \"a\"\nto = \"b\"\ncc = \"reno\"\n{passive}\n"
+        );
+        let mut w = World::new(&Scenario::parse(&src, "t").unwrap(), None).unwrap();
+        w.run();
+        let r = w.report();
+        (serde_json::to_string(&r.flows).unwrap(), w.estimates.len())
     }
-}
 
-impl SendBuffer for PassiveTap {
-    fn release(&mut self, now: Time, seg: Segment) {
-        self.inner.release(now, seg);
-    }
-    fn poll_transmit(&mut self, now: Time) -> Option<Segment> {
-        self.inner.poll_transmit(now)
-    }
-    fn next_wakeup(&self) -> Option<Time> {
-        self.inner.next_wakeup()
-    }
-    fn on_ack(&mut self, ev: &AckEvent) {
-        self.state.borrow_mut().on_ack(ev);
-        self.inner.on_ack(ev);
-    }
-    fn on_retransmit(&mut self, now: Time) {
-        self.inner.on_retransmit(now);
-    }
-    fn held(&self) -> usize {
-        self.inner.held()
+    #[test]
+    fn the_estimators_watch_without_changing_what_the_flow_sends() {
+        let (plain, none) = run("");
+        let (watched, estimates) = run("passive = [\"westwood\", \"hoe\", \"rab\"]");
+        assert_eq!(none, 0);
+        assert!(estimates > 30, "{estimates} passive estimates in 5 s");
+        assert_eq!(plain, watched, "the tap changed the flow");
     }
 }

@@ -51,7 +51,7 @@
 //! [[tcp]]                  # bulk (FTP) flows
 //! from = "s1"
 //! to = "d1"
-//! cc = "newreno"           # reno | newreno | becc
+//! cc = "newreno"           # reno | newreno | becc | becc-newreno
 //! max_window = "1MB"
 //!
 //! [[udp]]
@@ -74,8 +74,10 @@
 
 use std::ops::Range;
 
+use headroom_core::abw::{ChirpSpec, EstimatorConfig, QuickSpec, TrainDesign};
+use headroom_core::imtcp::{ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, MPolicy, StoringRate, StoringTimer};
 use headroom_core::units::{parse_dur, Bytes, Dur, Rate};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
 use crate::serde_units::{
@@ -172,8 +174,8 @@ pub struct TcpSpec {
     pub to: Spanned<String>,
     #[serde(default = "one")]
     pub count: u32,
-    #[serde(default = "default_cc")]
-    pub cc: Spanned<String>,
+    #[serde(default)]
+    pub cc: CcKind,
     #[serde(default, deserialize_with = "de_opt_dur")]
     pub start: Option<Dur>,
     #[serde(default, deserialize_with = "de_opt_dur")]
@@ -344,8 +346,8 @@ pub struct WebSpec {
     pub count: u32,
     #[serde(default)]
     pub model: WebModel,
-    #[serde(default = "default_cc")]
-    pub cc: Spanned<String>,
+    #[serde(default)]
+    pub cc: CcKind,
     /// Reno: ns-2's `bugFix_` (see `[[tcp]] recover_guard`).
     #[serde(default)]
     pub recover_guard: bool,
@@ -397,9 +399,6 @@ fn one() -> u32 {
 }
 fn yes() -> bool {
     true
-}
-fn default_cc() -> Spanned<String> {
-    Spanned::new(0..0, "newreno".to_string())
 }
 fn default_interval() -> Dur {
     Dur::from_millis(100)
@@ -488,7 +487,6 @@ impl Scenario {
         for (i, t) in self.tcp.iter().enumerate() {
             known(&t.from, &format!("tcp[{i}].from"))?;
             known(&t.to, &format!("tcp[{i}].to"))?;
-            crate::world::check_cc_name(t.cc.get_ref()).map_err(|m| err(&t.cc.span(), &format!("tcp[{i}].cc"), m))?;
             if let Some(r) = &t.ssthresh_rule {
                 if !["flight_size", "window"].contains(&r.get_ref().as_str()) {
                     return Err(err(
@@ -517,8 +515,7 @@ impl Scenario {
                 }
             }
             if let Some(spec) = &t.imtcp {
-                crate::world::make_imtcp(spec, t.delayed_ack)
-                    .map_err(|m| err(&t.from.span(), &format!("tcp[{i}].imtcp"), m))?;
+                spec.control_unit(t.delayed_ack).map_err(|m| err(&t.from.span(), &format!("tcp[{i}].imtcp"), m))?;
             }
             for (k, p) in t.passive.iter().enumerate() {
                 if !PASSIVE_NAMES.contains(&p.get_ref().as_str()) {
@@ -542,7 +539,6 @@ impl Scenario {
         for (i, w) in self.web.iter().enumerate() {
             known(&w.clients, &format!("web[{i}].clients"))?;
             known(&w.servers, &format!("web[{i}].servers"))?;
-            crate::world::check_cc_name(w.cc.get_ref()).map_err(|m| err(&w.cc.span(), &format!("web[{i}].cc"), m))?;
             w.model.validate().map_err(|m| err(&w.clients.span(), &format!("web[{i}].model"), m))?;
         }
         for (i, p) in self.probe.iter().enumerate() {
@@ -555,8 +551,7 @@ impl Scenario {
                     "sender and receiver are the same node".into(),
                 ));
             }
-            crate::world::make_prober(p, Dur::ZERO, 0, Dur::from_secs(1))
-                .map_err(|m| err(&p.method.span(), &format!("probe[{i}]"), m))?;
+            p.design().map_err(|m| err(&p.method.span(), &format!("probe[{i}]"), m))?;
         }
         for q in &self.trace.queues {
             let ok = q.get_ref().split_once("->").is_some_and(|(a, b)| {
@@ -600,5 +595,217 @@ pub fn rto_preset(name: &str) -> Result<RtoParams, String> {
         "linux" => Ok(RtoParams::LINUX),
         "bsd" => Ok(RtoParams::BSD),
         _ => Err(format!("unknown RTO preset `{name}` (ns2, rfc6298, linux, bsd)")),
+    }
+}
+
+/// The congestion controllers a scenario can name (`cc = "..."` of `[[tcp]]` and `[[web]]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CcKind {
+    /// Reno (RFC 5681): a partial ACK ends fast recovery.
+    Reno,
+    /// NewReno (RFC 6582), the default.
+    #[default]
+    NewReno,
+    /// BECC's bandwidth window on Reno (Kugimoto & Amagai 1997).
+    Becc,
+    /// BECC on NewReno.
+    BeccNewReno,
+}
+
+impl CcKind {
+    /// Every controller, in the order error messages list them.
+    pub const ALL: [CcKind; 4] = [CcKind::Reno, CcKind::NewReno, CcKind::Becc, CcKind::BeccNewReno];
+
+    /// The name scenario files and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            CcKind::Reno => "reno",
+            CcKind::NewReno => "newreno",
+            CcKind::Becc => "becc",
+            CcKind::BeccNewReno => "becc-newreno",
+        }
+    }
+}
+
+impl std::fmt::Display for CcKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for CcKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CcKind, String> {
+        CcKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            let known: Vec<&str> = CcKind::ALL.iter().map(|k| k.name()).collect();
+            format!("unknown congestion control `{s}` (known: {})", known.join(", "))
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for CcKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CcKind, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl ImtcpSpec {
+    /// The control unit's configuration (ImTCP §3; the paper's defaults where a key is absent).
+    pub fn control_config(&self, delayed_ack: bool) -> Result<ControlConfig, String> {
+        let mut cfg = ControlConfig::default();
+        if let Some(n) = self.stream_len {
+            cfg.measurement.stream_len = n;
+        }
+        if let Some(k) = self.sub_ranges {
+            cfg.measurement.sub_ranges = k;
+        }
+        if let Some(i) = self.interval_rtts {
+            cfg.interval_rtts = i;
+        }
+        if let Some(r) = self.link_rate {
+            cfg.measurement.link_rate = Some(r);
+        }
+        let n = cfg.measurement.stream_len;
+        match (self.m, self.m_successes) {
+            (Some(_), Some(_)) => return Err("give a fixed `m` or the adaptive rule's `m_successes`, not both".into()),
+            (Some(m), None) if m < 2 || m > n => return Err(format!("m = {m} must be within 2..=N ({n})")),
+            (Some(m), None) => cfg.m_policy = MPolicy::Fixed(m),
+            (None, Some(f)) => cfg.m_policy = MPolicy::Adaptive { successes: f },
+            (None, None) => {}
+        }
+        match (self.storing_timer, self.max_storing_rtts) {
+            (Some(_), Some(_)) => {
+                return Err("give a fixed `storing_timer` or the adaptive timer's `max_storing_rtts`, not both".into())
+            }
+            (Some(t), None) if t == Dur::ZERO => return Err("storing_timer must be positive".into()),
+            (Some(t), None) => cfg.storing_timer = StoringTimer::Fixed(t),
+            (None, Some(0.0)) => cfg.storing_timer = StoringTimer::Adaptive { max_storing_rtts: None },
+            (None, Some(x)) => cfg.storing_timer = StoringTimer::Adaptive { max_storing_rtts: Some(x) },
+            (None, None) => {}
+        }
+        match self.storing_rate.as_deref() {
+            None | Some("estimate") => {}
+            Some("slower-of-estimate-and-tcp") => cfg.storing_rate = StoringRate::SlowerOfEstimateAndTcp,
+            Some(other) => {
+                return Err(format!("storing_rate {other:?}: expected \"estimate\" or \"slower-of-estimate-and-tcp\""))
+            }
+        }
+        cfg.measurement.delayed_ack = delayed_ack;
+        Ok(cfg)
+    }
+
+    /// The ImTCP control unit this entry describes (also how it is validated).
+    pub fn control_unit(&self, delayed_ack: bool) -> Result<ImtcpBuffer, String> {
+        ImtcpBuffer::new(self.control_config(delayed_ack)?).map_err(|e| e.to_string())
+    }
+}
+
+/// What a `[[probe]]` entry measures with, in `headroom-core`'s terms.
+pub enum ProbeDesign {
+    /// PathQuick or pathChirp trains, one every `interval`, judged by `estimator`.
+    Train { design: TrainDesign, estimator: EstimatorConfig, interval: Dur },
+    /// ImTCP's algorithm over echoed UDP streams (§4.1.1).
+    Echo(Box<EchoProber>),
+}
+
+impl ProbeSpec {
+    /// The probe design of this entry (also how it is validated).
+    pub fn design(&self) -> Result<ProbeDesign, String> {
+        let mut estimator = EstimatorConfig::default();
+        if let Some(f) = self.decrease_factor {
+            if !(f > 1.0 && f.is_finite()) {
+                return Err(format!("decrease_factor must be a number above 1, got {f}"));
+            }
+            estimator.decrease_factor = f;
+        }
+        if let Some(l) = self.busy_period {
+            if l == 0 {
+                return Err("busy_period must be at least 1 gap".into());
+            }
+            estimator.busy_period = l;
+        }
+        let design = match self.method.get_ref().as_str() {
+            "pathquick" => {
+                let mut spec = QuickSpec::paper();
+                if let Some(t) = self.t_quick {
+                    spec.t_quick = Some(t);
+                }
+                if let Some(b) = self.p_1 {
+                    spec.p_1 = Some(b);
+                }
+                if let Some(b) = self.delta_p {
+                    spec.delta_p = Some(b);
+                }
+                if let Some(n) = self.n {
+                    spec.n = Some(n);
+                    spec.p_n = None;
+                }
+                TrainDesign::PathQuick(spec.solve().map_err(|e| e.to_string())?)
+            }
+            "pathchirp" => {
+                let mut spec = ChirpSpec::paper();
+                if let Some(g) = self.gamma {
+                    spec.gamma = g;
+                }
+                if let Some(b) = self.size {
+                    spec.size = b;
+                }
+                if let Some(r) = self.b_min {
+                    spec.b_min = r;
+                }
+                if let Some(r) = self.b_max {
+                    spec.b_max = r;
+                }
+                TrainDesign::PathChirp(spec.design().map_err(|e| e.to_string())?)
+            }
+            "imtcp-echo" => {
+                return EchoProber::new(self.echo_config())
+                    .map(|p| ProbeDesign::Echo(Box::new(p)))
+                    .map_err(|e| e.to_string());
+            }
+            other => return Err(format!("unknown method `{other}` (pathquick, pathchirp, imtcp-echo)")),
+        };
+        Ok(ProbeDesign::Train { design, estimator, interval: self.interval.unwrap_or(Dur::from_secs(1)) })
+    }
+
+    fn echo_config(&self) -> EchoConfig {
+        let mut cfg = EchoConfig::default();
+        if let Some(n) = self.stream_len {
+            cfg.measurement.stream_len = n;
+        }
+        if let Some(r) = self.link_rate {
+            cfg.measurement.link_rate = Some(r);
+        }
+        if let Some(i) = self.interval {
+            cfg.interval = i;
+        }
+        if let Some(b) = self.size {
+            cfg.probe_size = b;
+        }
+        cfg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cc_kind_names_round_trip_and_unknown_names_are_listed() {
+        for k in CcKind::ALL {
+            assert_eq!(k.to_string().parse::<CcKind>(), Ok(k));
+        }
+        assert_eq!("becc-newreno".parse::<CcKind>(), Ok(CcKind::BeccNewReno));
+        let e = "Reno".parse::<CcKind>().unwrap_err();
+        assert!(e.contains("`Reno`") && e.contains("reno, newreno, becc, becc-newreno"), "{e}");
+    }
+
+    #[test]
+    fn a_scenario_without_cc_runs_newreno_and_cc_is_typed() {
+        let src = "duration = \"1s\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"10Mbps\"\ndelay = \"1ms\"\n\
+                   [[tcp]]\nfrom = \"a\"\nto = \"b\"\n[[tcp]]\nfrom = \"a\"\nto = \"b\"\ncc = \"becc\"\n";
+        let sc = Scenario::parse(src, "t").unwrap();
+        assert_eq!(sc.tcp[0].cc, CcKind::NewReno);
+        assert_eq!(sc.tcp[1].cc, CcKind::Becc);
     }
 }

@@ -19,8 +19,9 @@
 //!
 //! Retransmissions triggered by the controller (fast retransmit, NewReno's partial ACKs) go on
 //! the wire directly and tell the send buffer, which may flush (ImTCP §3.5).
-//! An ImTCP control unit in the buffer (`window_listener`) is told the send window each time
-//! TCP is about to release segments.
+//! The send buffer ([`SenderBuffer`], owned by the connection) is told the send window
+//! ([`SendBuffer::on_window`]) each time TCP is about to release segments. Passive estimators
+//! ([`TapState`]) watch the connection's ACKs; they change nothing it sends.
 //!
 //! # Receiver
 //! Cumulative ACKs. In-order segments are acknowledged at once, or with delayed ACK every second
@@ -36,11 +37,12 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use headroom_core::cc::{AckAction, AckEvent, CongestionControl, Segment, SendBuffer, SentEvent};
-use headroom_core::imtcp::SharedImtcp;
+use headroom_core::imtcp::ImtcpBuffer;
 use headroom_core::rtt::RttEstimator;
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 
 use crate::net::{Ev, Kind, Net, NodeId, Packet};
+use crate::passive::TapState;
 
 /// TCP/IP header bytes added to every segment; an ACK is exactly this size.
 pub const HEADER: u32 = 40;
@@ -129,6 +131,44 @@ pub struct TcpCounters {
     pub acks_sent: u64,
 }
 
+/// What sits below a connection's sender. The connection is its one owner; the world reads an
+/// ImTCP unit's estimates and counters through the connection ([`TcpConn::imtcp`]), which is
+/// why ImTCP is a variant of its own rather than one more `Box<dyn SendBuffer>`.
+#[derive(Default)]
+pub enum SenderBuffer {
+    /// No buffer: each segment goes on the wire as the window releases it.
+    #[default]
+    Direct,
+    /// ImTCP's control unit (ImTCP §3.3), boxed: it is large and most connections have none.
+    Imtcp(Box<ImtcpBuffer>),
+    /// Any other buffer (tests, experiment drivers).
+    Custom(Box<dyn SendBuffer>),
+}
+
+impl SenderBuffer {
+    /// The buffer as the sender drives it; `None` for [`SenderBuffer::Direct`].
+    pub fn as_dyn_mut(&mut self) -> Option<&mut dyn SendBuffer> {
+        match self {
+            SenderBuffer::Direct => None,
+            SenderBuffer::Imtcp(b) => Some(b.as_mut()),
+            SenderBuffer::Custom(b) => Some(b.as_mut()),
+        }
+    }
+
+    fn as_dyn(&self) -> Option<&dyn SendBuffer> {
+        match self {
+            SenderBuffer::Direct => None,
+            SenderBuffer::Imtcp(b) => Some(b.as_ref()),
+            SenderBuffer::Custom(b) => Some(b.as_ref()),
+        }
+    }
+
+    /// Segments held (0 without a buffer).
+    pub fn held(&self) -> usize {
+        self.as_dyn().map_or(0, |b| b.held())
+    }
+}
+
 /// One TCP connection: sender at `src`, receiver at `dst`.
 pub struct TcpConn {
     pub slot: u32,
@@ -139,12 +179,13 @@ pub struct TcpConn {
     pub owner: Owner,
     pub params: TcpParams,
     pub cc: Box<dyn CongestionControl>,
-    pub buffer: Option<Box<dyn SendBuffer>>,
-    /// ImTCP's control unit when it is (inside) `buffer`: told TCP's send window before every
-    /// release (ImTCP §3.3 stores nothing while the window is below N; without this it infers
-    /// the window from the ACKs, which after a timeout's cumulative ACK is the pre-timeout
-    /// flight, not the collapsed cwnd).
-    pub window_listener: Option<SharedImtcp>,
+    /// The send buffer below the sender; told TCP's send window before every round of releases
+    /// (ImTCP §3.3 stores nothing while the window is below N; without the window it infers it
+    /// from the ACKs, which after a timeout's cumulative ACK is the pre-timeout flight, not the
+    /// collapsed cwnd).
+    pub buffer: SenderBuffer,
+    /// Passive estimators watching this connection's ACKs and its receiver's arrivals.
+    pub tap: Option<TapState>,
     /// Bytes to transfer (`u64::MAX` for an endless bulk flow).
     pub total: u64,
     /// False once a bulk flow's stop time passed: no new data.
@@ -199,7 +240,7 @@ impl TcpConn {
         owner: Owner,
         params: TcpParams,
         cc: Box<dyn CongestionControl>,
-        buffer: Option<Box<dyn SendBuffer>>,
+        buffer: SenderBuffer,
         total: u64,
     ) -> TcpConn {
         TcpConn {
@@ -212,7 +253,7 @@ impl TcpConn {
             params,
             cc,
             buffer,
-            window_listener: None,
+            tap: None,
             total,
             sending: true,
             snd_una: 0,
@@ -252,6 +293,22 @@ impl TcpConn {
         self.ooo.iter().map(|&s| self.seg_len(s)).sum()
     }
 
+    /// The ImTCP control unit below the sender, if it has one.
+    pub fn imtcp(&self) -> Option<&ImtcpBuffer> {
+        match &self.buffer {
+            SenderBuffer::Imtcp(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The ImTCP control unit below the sender, to drain its estimates and samples.
+    pub fn imtcp_mut(&mut self) -> Option<&mut ImtcpBuffer> {
+        match &mut self.buffer {
+            SenderBuffer::Imtcp(b) => Some(b),
+            _ => None,
+        }
+    }
+
     pub fn cwnd(&self) -> Bytes {
         self.cc.window().cwnd
     }
@@ -269,8 +326,8 @@ impl TcpConn {
     pub fn try_send(&mut self, net: &mut Net) {
         let now = net.now;
         let mss = self.params.mss as u64;
-        if let Some(l) = &self.window_listener {
-            l.set_window(self.cc.window().send_window(Bytes(self.params.max_window)));
+        if let Some(b) = self.buffer.as_dyn_mut() {
+            b.on_window(now, self.cc.window().send_window(Bytes(self.params.max_window)));
         }
         loop {
             if self.snd_nxt >= self.total || (!self.sending && self.snd_nxt >= self.snd_max) {
@@ -325,7 +382,7 @@ impl TcpConn {
                 retransmission,
                 in_flight: Bytes(self.snd_max - self.snd_una),
             });
-            match self.buffer.as_mut() {
+            match self.buffer.as_dyn_mut() {
                 Some(b) => b.release(now, seg),
                 None => self.put_on_wire(net, seg),
             }
@@ -339,12 +396,13 @@ impl TcpConn {
 
     fn drain_buffer(&mut self, net: &mut Net) {
         let now = net.now;
-        let Some(mut b) = self.buffer.take() else { return };
+        let mut buffer = std::mem::take(&mut self.buffer);
+        let Some(b) = buffer.as_dyn_mut() else { return };
         while let Some(seg) = b.poll_transmit(now) {
             self.put_on_wire(net, seg);
         }
         let next = b.next_wakeup();
-        self.buffer = Some(b);
+        self.buffer = buffer;
         if let Some(t) = next {
             self.arm_wakeup(net, t.max(now));
         }
@@ -384,7 +442,7 @@ impl TcpConn {
             in_flight: Bytes(self.snd_max - self.snd_una),
         });
         self.put_on_wire(net, Segment { seq, len: Bytes(len), retransmission: true });
-        if let Some(b) = self.buffer.as_mut() {
+        if let Some(b) = self.buffer.as_dyn_mut() {
             b.on_retransmit(net.now);
         }
         self.drain_buffer(net);
@@ -462,7 +520,7 @@ impl TcpConn {
         self.dupacks = 0;
         self.karn = None;
         self.sent_log.clear();
-        if let Some(b) = self.buffer.as_mut() {
+        if let Some(b) = self.buffer.as_dyn_mut() {
             b.on_retransmit(now);
         }
         self.arm_rto(net);
@@ -534,7 +592,10 @@ impl TcpConn {
             snd_max: self.snd_max,
             mss: Bytes(self.params.mss as u64),
         };
-        if let Some(b) = self.buffer.as_mut() {
+        if let Some(t) = self.tap.as_mut() {
+            t.on_ack(&ev);
+        }
+        if let Some(b) = self.buffer.as_dyn_mut() {
             b.on_ack(&ev);
         }
         let action = self.cc.on_ack(&ev);
@@ -680,7 +741,7 @@ mod tests {
         let back =
             Link::new("b->a".into(), 1, 0, Rate::from_mbps(100), Dur::from_millis(50), QueueLimit::Packets(1000));
         let mut net = Net::new(vec!["a".into(), "b".into()], vec![fwd, back]);
-        let mut c = TcpConn::new(0, 1, 0, 1, 0, Owner::Bulk(0), params, cc, None, u64::MAX);
+        let mut c = TcpConn::new(0, 1, 0, 1, 0, Owner::Bulk(0), params, cc, SenderBuffer::Direct, u64::MAX);
         let mut departures = Vec::new();
         c.start(&mut net);
         while let Some(ev) = net.pop_until(until) {

@@ -162,7 +162,10 @@ fn malformed_scenarios_name_the_line_and_key() {
         (base.replacen("queue = 100", "queue = 100\nqueu = 3", 1), &["line", "queu"]),
         (base.replacen("rate = \"20Mbps\"", "rate = \"20 parsecs\"", 1), &["line", "parsecs"]),
         (base.replacen("to = \"d\"", "to = \"nowhere\"", 1), &["line 41", "tcp[0].to", "nowhere"]),
-        (base.replacen("cc = \"newreno\"", "cc = \"vegas\"", 1), &["line", "tcp[0].cc", "vegas"]),
+        (
+            base.replacen("cc = \"newreno\"", "cc = \"vegas\"", 1),
+            &["line 42", "cc = \"vegas\"", "unknown congestion control `vegas` (known: reno, newreno"],
+        ),
         (base.replacen("duration = \"30s\"", "", 1), &["duration"]),
         (base.replacen("[trace]", "[trace\n", 1), &["line"]),
         ("duration = \"1s\"\n".to_string(), &["no `[[link]]`"]),

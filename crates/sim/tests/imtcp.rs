@@ -333,8 +333,8 @@ fn first_stream_packet_never_waits_longer_than_its_storing_timer() {
         ("96Mbps", "4ms", fixed("4ms"), 40),
         ("93Mbps", "adaptive", adaptive, 40),
     ] {
-        let (w, _) = run(&table2(cross, &line, &format!("{secs}s")));
-        let unit = w.inline_measurement(0).expect("ImTCP flow");
+        let (mut w, _) = run(&table2(cross, &line, &format!("{secs}s")));
+        let unit = w.inline_measurement_mut(0).expect("ImTCP flow");
         let waits = unit.take_first_packet_waits();
         let stats = unit.stats();
         // one sample per stream started: sent, failed, cut by a retransmission's flush, or

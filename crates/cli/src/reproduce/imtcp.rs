@@ -230,9 +230,9 @@ struct StoringRun {
 }
 
 fn storing_run(src: &str, origin: &str) -> Result<StoringRun> {
-    let (w, r) = run_quiet(src, origin)?;
+    let (mut w, r) = run_quiet(src, origin)?;
     let results = w.estimates.iter().filter(|e| e.method == EstimateMethod::Imtcp).count();
-    let Some(unit) = w.inline_measurement(0) else { bail!("{origin}: flow 0 has no ImTCP control unit") };
+    let Some(unit) = w.inline_measurement_mut(0) else { bail!("{origin}: flow 0 has no ImTCP control unit") };
     let samples = unit.take_first_packet_waits();
     let waits_ms: Sorted = samples.iter().map(|s| s.wait.as_secs_f64() * 1e3).collect();
     let worst_excess_ms = samples

@@ -187,14 +187,20 @@ pub struct Segment {
 /// segment actually leaves. It may hold segments and send them at times it chooses (to shape
 /// them into probe streams) and it sees every ACK's arrival time. The driver loop is:
 ///
-/// 1. [`SendBuffer::release`] each segment TCP lets go;
-/// 2. at any time, repeatedly [`SendBuffer::poll_transmit`] and send what it returns;
-/// 3. wake up at [`SendBuffer::next_wakeup`] and poll again;
-/// 4. report ACK arrivals with [`SendBuffer::on_ack`] and fast retransmits / timeouts with
+/// 1. before letting segments go, tell the buffer TCP's send window with
+///    [`SendBuffer::on_window`] (min(receiver window, cwnd, ceiling), see [`Window::send_window`]);
+/// 2. [`SendBuffer::release`] each segment TCP lets go;
+/// 3. at any time, repeatedly [`SendBuffer::poll_transmit`] and send what it returns;
+/// 4. wake up at [`SendBuffer::next_wakeup`] and poll again;
+/// 5. report ACK arrivals with [`SendBuffer::on_ack`] and fast retransmits / timeouts with
 ///    [`SendBuffer::on_retransmit`].
 ///
 /// The buffer must never lose a segment: everything released is eventually returned.
 pub trait SendBuffer {
+    /// TCP's send window at `now`, told before the sender releases segments (each time it
+    /// evaluates its window). ImTCP §3.3 stores nothing while the window is below a stream's N
+    /// segments; a buffer that ignores the window keeps this default.
+    fn on_window(&mut self, _now: Time, _send_window: Bytes) {}
     /// TCP released a segment at `now`.
     fn release(&mut self, now: Time, seg: Segment);
     /// The next segment to transmit now, if any is due.

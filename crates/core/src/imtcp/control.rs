@@ -81,7 +81,7 @@
 //!
 //! # Choices
 //!
-//! - The window is taken from [`ImtcpBuffer::set_window`] when the driver calls it, else inferred
+//! - The window is taken from [`SendBuffer::on_window`] when the driver calls it, else inferred
 //!   from ACKs as `in_flight + newly_acked` (what was outstanding, held segments included).
 //!   Drivers should call it: after a timeout the first ACK is often cumulative over the whole
 //!   pre-timeout flight, and the inference then reports that flight while cwnd is 1-2
@@ -94,9 +94,7 @@
 //! - The Cprobe stream of the first measurement is N segments sent back to back, so it starts
 //!   only when all N are held, whatever `m` is (a back-to-back stream cannot wait for TCP).
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Rc;
 
 use super::algorithm::{ConfigError, MeasurementConfig, Measurer, StreamKey, StreamPlan};
 use super::Estimate;
@@ -308,11 +306,6 @@ impl ImtcpBuffer {
         })
     }
 
-    /// Tells the buffer TCP's current send window (cwnd, or min(cwnd, rwnd)); optional — without
-    /// it the window is inferred from the ACKs.
-    pub fn set_window(&mut self, window: Bytes) {
-        self.window_hint = Some(window);
-    }
     pub fn state(&self) -> &ControlState {
         &self.state
     }
@@ -602,6 +595,11 @@ impl ImtcpBuffer {
 }
 
 impl SendBuffer for ImtcpBuffer {
+    /// TCP's send window (cwnd, or min(cwnd, rwnd, ceiling)); optional — without it the window
+    /// is inferred from the ACKs.
+    fn on_window(&mut self, _now: Time, send_window: Bytes) {
+        self.window_hint = Some(send_window);
+    }
     fn release(&mut self, now: Time, seg: Segment) {
         self.stats.segments_released += 1;
         if !seg.retransmission {
@@ -727,63 +725,6 @@ impl SendBuffer for ImtcpBuffer {
 
     fn held(&self) -> usize {
         self.queue.len()
-    }
-}
-
-/// An [`ImtcpBuffer`] shared between the TCP sender (which owns it as its `SendBuffer`) and
-/// the readers of its estimates: ImTCP-bg's or the full-speed controller, an application.
-/// Single-threaded (`Rc<RefCell<_>>`): the sender and the readers must not call in at the same
-/// time, which a sequential driver never does.
-#[derive(Clone, Debug)]
-pub struct SharedImtcp(pub Rc<RefCell<ImtcpBuffer>>);
-
-impl SharedImtcp {
-    pub fn new(buffer: ImtcpBuffer) -> SharedImtcp {
-        SharedImtcp(Rc::new(RefCell::new(buffer)))
-    }
-    /// Next measurement result not yet drained (the stream is shared: one consumer drains it).
-    pub fn poll_estimate(&self) -> Option<Estimate> {
-        self.0.borrow_mut().poll_estimate()
-    }
-    /// Smoothed estimate `Ā`.
-    pub fn smoothed(&self) -> Option<Rate> {
-        self.0.borrow().smoothed()
-    }
-    /// The latest result.
-    pub fn last_estimate(&self) -> Option<Estimate> {
-        self.0.borrow().measurer().last_estimate()
-    }
-    pub fn stats(&self) -> ControlStats {
-        self.0.borrow().stats()
-    }
-    /// Tells the buffer TCP's send window (see [`ImtcpBuffer::set_window`]).
-    pub fn set_window(&self, window: Bytes) {
-        self.0.borrow_mut().set_window(window)
-    }
-    /// Drains the Fig. 9 samples (see [`ImtcpBuffer::take_first_packet_waits`]).
-    pub fn take_first_packet_waits(&self) -> Vec<FirstPacketWait> {
-        self.0.borrow_mut().take_first_packet_waits()
-    }
-}
-
-impl SendBuffer for SharedImtcp {
-    fn release(&mut self, now: Time, seg: Segment) {
-        self.0.borrow_mut().release(now, seg)
-    }
-    fn poll_transmit(&mut self, now: Time) -> Option<Segment> {
-        self.0.borrow_mut().poll_transmit(now)
-    }
-    fn next_wakeup(&self) -> Option<Time> {
-        self.0.borrow().next_wakeup()
-    }
-    fn on_ack(&mut self, ev: &AckEvent) {
-        self.0.borrow_mut().on_ack(ev)
-    }
-    fn on_retransmit(&mut self, now: Time) {
-        self.0.borrow_mut().on_retransmit(now)
-    }
-    fn held(&self) -> usize {
-        self.0.borrow().held()
     }
 }
 
@@ -1065,7 +1006,7 @@ mod tests {
         assert_eq!(h.buf.state(), &ControlState::PassPacket(PassReason::SmallWindow));
         assert!(h.sent.len() > 1000);
         // set_window overrides the inference
-        h.buf.set_window(Bytes(100 * MSS));
+        h.buf.on_window(h.now, Bytes(100 * MSS));
         h.window = 100;
         h.run(Time::from_secs_f64(3.0), &[], |_| {});
         assert!(h.buf.stats().streams_sent > 0);
@@ -1244,7 +1185,7 @@ mod tests {
         // everything released before the retransmission.
         let mut b = imtcp(ControlConfig::default());
         b.rtt.adopt_srtt(Dur::from_millis(20));
-        b.window_hint = Some(Bytes(100 * MSS));
+        b.on_window(Time::ZERO, Bytes(100 * MSS));
         b.advance(Time::ZERO);
         for k in 0..4 {
             b.release(Time::ZERO, Segment { seq: k * MSS, len: Bytes(MSS), retransmission: false });
@@ -1277,7 +1218,7 @@ mod tests {
         let mut b =
             imtcp(ControlConfig { storing_timer: StoringTimer::Fixed(Dur::from_millis(40)), ..Default::default() });
         b.rtt.adopt_srtt(Dur::from_millis(20));
-        b.window_hint = Some(Bytes(100 * MSS));
+        b.on_window(Time::ZERO, Bytes(100 * MSS));
         b.advance(Time::ZERO);
         let t0 = Time::from_secs_f64(1.0);
         for i in 0..5 {
@@ -1299,7 +1240,7 @@ mod tests {
     fn retransmitted_segment_release_also_flushes() {
         let mut b = imtcp(ControlConfig::default());
         b.rtt.adopt_srtt(Dur::from_millis(20));
-        b.window_hint = Some(Bytes(100 * MSS));
+        b.on_window(Time::ZERO, Bytes(100 * MSS));
         b.advance(Time::ZERO);
         for i in 0..5 {
             b.release(Time::ZERO, Segment { seq: i * MSS, len: Bytes(MSS), retransmission: false });
@@ -1326,7 +1267,7 @@ mod tests {
             ..Default::default()
         });
         b.rtt.adopt_srtt(Dur::from_millis(20));
-        b.window_hint = Some(Bytes(100 * MSS));
+        b.on_window(Time::ZERO, Bytes(100 * MSS));
         b.m = 2;
         b.advance(Time::ZERO);
         b.release(Time::ZERO, Segment { seq: 0, len: Bytes(MSS), retransmission: false });
@@ -1361,23 +1302,6 @@ mod tests {
         assert!(h.buf.measurer().search_range().is_some(), "Cprobe succeeded: {:?}", h.buf.stats());
         assert!(!h.estimates.is_empty(), "measured: {:?}", h.buf.stats());
         assert_eq!(h.buf.m(), 2);
-    }
-
-    #[test]
-    fn shared_handle_reads_estimates_while_the_sender_owns_the_buffer() {
-        let shared = SharedImtcp::new(imtcp(window_limited()));
-        let reader = shared.clone();
-        let mut h = Harness::new(shared, path_60_of_100(), 60);
-        let mut seen = 0;
-        h.run(Time::from_secs_f64(2.0), &[], |_| {
-            while reader.poll_estimate().is_some() {
-                seen += 1;
-            }
-        });
-        assert!(seen > 5, "{seen}");
-        let a = reader.smoothed().unwrap().as_mbps();
-        assert!((a - 60.0).abs() < 6.0, "{a}");
-        assert_in_order_and_complete(&h);
     }
 
     #[test]

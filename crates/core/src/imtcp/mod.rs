@@ -28,17 +28,18 @@
 //! # Using it from a driver
 //!
 //! **Inline (TCP).** Create `ImtcpBuffer::new(ControlConfig { .. })` and give it to the TCP
-//! sender as its `SendBuffer` (in `headroom-sim`: `Sender::buffer = Some(Box::new(..))`), or
-//! wrap it in a [`SharedImtcp`] and keep a clone to read the estimates from a controller. The
-//! sender must:
-//! 1. call `release(now, seg)` for every segment its window lets go (retransmissions that go
+//! sender as its `SendBuffer`; the sender owns it, and whoever reads the estimates (a
+//! controller, the simulator's world, an application) reads them through the sender (in
+//! `headroom-sim`: `TcpConn::buffer` holds it as `SenderBuffer::Imtcp`). The sender must:
+//! 1. call `on_window(now, send_window)` before releasing segments (otherwise the window is
+//!    inferred from the ACKs, which is wrong after a timeout, see [`control`]);
+//! 2. call `release(now, seg)` for every segment its window lets go (retransmissions that go
 //!    through the buffer have `seg.retransmission = true`);
-//! 2. then call `poll_transmit(now)` until it returns `None`, putting each segment on the wire;
-//! 3. arm a wake-up at `next_wakeup()` (clamped to now) and poll again then;
-//! 4. call `on_ack(&ev)` for every ACK *before* letting TCP release new segments for it, with
+//! 3. then call `poll_transmit(now)` until it returns `None`, putting each segment on the wire;
+//! 4. arm a wake-up at `next_wakeup()` (clamped to now) and poll again then;
+//! 5. call `on_ack(&ev)` for every ACK *before* letting TCP release new segments for it, with
 //!    `ev.rtt` (RTT sample of that ACK), `ev.in_flight` (= snd_max − snd_una, held segments
-//!    included) and `ev.mss` filled; call `on_retransmit(now)` on fast retransmit and timeout;
-//! 5. optionally `set_window(cwnd)` whenever the window changes (otherwise it is inferred).
+//!    included) and `ev.mss` filled; call `on_retransmit(now)` on fast retransmit and timeout.
 //!
 //! At any instant process ACKs and releases before polling. Results: `poll_estimate()` drains
 //! the [`Estimate`] stream (one per finished measurement); `smoothed()` is the EWMA (γ = 1/8)
@@ -68,8 +69,8 @@ pub use algorithm::{
     StreamKind, StreamPlan,
 };
 pub use control::{
-    ControlConfig, ControlState, ControlStats, FirstPacketWait, ImtcpBuffer, MPolicy, PassReason, SharedImtcp,
-    StoringRate, StoringTimer,
+    ControlConfig, ControlState, ControlStats, FirstPacketWait, ImtcpBuffer, MPolicy, PassReason, StoringRate,
+    StoringTimer,
 };
 pub use echo::{EchoConfig, EchoProber, Probe, StreamSpacing};
 pub use passive::{Hoe, PassiveEstimator, Rab, Westwood, WestwoodVariant};
