@@ -24,7 +24,7 @@
 //! valid cookie in a START.
 
 use headroom_core::abw::{ChirpDesign, DesignError, Method, QuickDesign, TrainDesign};
-use headroom_core::units::{Bytes, Dur};
+use headroom_core::units::{Bytes, Dur, Rate};
 
 pub const MAGIC: [u8; 2] = *b"HR";
 pub const VERSION: u8 = 1;
@@ -69,6 +69,62 @@ impl RejectReason {
             RejectReason::TooMany => "too many trains from this client recently",
             RejectReason::BadDesign => "server found the train parameters invalid",
             RejectReason::InFlight => "a train to this client is already in flight",
+        }
+    }
+}
+
+/// A limit of the server, named in a refusal with its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapKind {
+    /// Highest rate one gap of a train may probe (bit/s).
+    Rate = 1,
+    /// Sum of the highest rates of all trains in flight (bit/s).
+    TotalRate = 2,
+    /// Largest probe packet, IP level (bytes).
+    PacketSize = 3,
+    /// Smallest probe packet, IP level: IP and UDP headers plus the PROBE header (bytes).
+    MinPacketSize = 4,
+    /// Packets of one train.
+    Packets = 5,
+    /// Time from a train's first to its last packet (ns).
+    TrainLength = 6,
+    /// Bytes of one train, IP level.
+    TrainBytes = 7,
+    /// Clients with a train in flight at once.
+    Clients = 8,
+    /// Trains per client IP per window.
+    TrainsPerWindow = 9,
+}
+
+impl CapKind {
+    pub fn from_u8(v: u8) -> Option<CapKind> {
+        use CapKind::*;
+        [Rate, TotalRate, PacketSize, MinPacketSize, Packets, TrainLength, TrainBytes, Clients, TrainsPerWindow]
+            .into_iter()
+            .find(|k| *k as u8 == v)
+    }
+}
+
+/// The cap that refused a train and its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cap {
+    pub kind: CapKind,
+    pub value: u64,
+}
+
+impl std::fmt::Display for Cap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.value;
+        match self.kind {
+            CapKind::Rate => write!(f, "highest probed rate {}", Rate(v)),
+            CapKind::TotalRate => write!(f, "total sending rate of all trains in flight {}", Rate(v)),
+            CapKind::PacketSize => write!(f, "largest packet {v} B"),
+            CapKind::MinPacketSize => write!(f, "smallest packet {v} B (headers)"),
+            CapKind::Packets => write!(f, "{v} packets per train"),
+            CapKind::TrainLength => write!(f, "train length {}", Dur(v)),
+            CapKind::TrainBytes => write!(f, "{v} B per train"),
+            CapKind::Clients => write!(f, "{v} clients at once"),
+            CapKind::TrainsPerWindow => write!(f, "{v} trains per client per window"),
         }
     }
 }
