@@ -8,7 +8,8 @@
 //!   is sent only for a START that echoes a valid cookie (this or the previous epoch), which
 //!   proves the client receives at the address the train goes to; a spoofed source never sees
 //!   the cookie. No reply is ever larger than the unverified datagram that caused it.
-//! - **Caps** ([`ServerConfig`]): highest probed rate, packet size, packets and length of a
+//! - **Caps** ([`ServerConfig`]): highest probed rate (of each gap, and summed over the trains
+//!   in flight: [`Admission`]), packet size, packets and length of a
 //!   train, bytes of a train, trains per client IP per window, one train in flight per client
 //!   address, and concurrent clients. A verified client over a cap gets a REJECT. Every
 //!   product and sum on the received fields is checked ([`check_train`]); nothing wraps into a
@@ -45,7 +46,8 @@ use std::time::{Duration, Instant};
 /// Limits the server enforces.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Highest rate any gap of a train may probe.
+    /// Highest rate any gap of a train may probe, and the most the trains in flight may send
+    /// at once (the sum of their highest gap rates; see [`Admission`]).
     pub max_rate: Rate,
     /// Largest probe packet (IP level).
     pub max_size: Bytes,
@@ -255,10 +257,26 @@ fn expires_at(admitted: Instant, length: Dur) -> Instant {
 struct InFlight {
     /// Identifies this admission (a client's next train has another).
     serial: u64,
+    /// When the train is planned to be over (admission + declared length).
+    ends: Instant,
     expires: Instant,
+    /// The train's highest gap rate, counted against [`ServerConfig::max_rate`] while in flight.
+    peak_rate: Rate,
 }
 
 /// Admission state, shared by the receive and pacing threads.
+///
+/// **The server's total rate.** [`ServerConfig::max_rate`] bounds each gap of each train and
+/// also the sum over clients: a train is admitted only if its highest gap rate plus those of
+/// the trains in flight stays within the cap; otherwise the client is told Busy (cap
+/// [`CapKind::TotalRate`]) with a retry time of when the first train in flight is planned to
+/// end. The pacer shifts the rest of a train after a packet more than 20 µs late, so a gap is
+/// at most 20 µs shorter than designed (2 % at a 1 ms gap); shifting after any lateness would
+/// lengthen loaded trains past the client's judging deadline.
+/// Admission rather than a token bucket over all probe bytes: a bucket would delay or drop the
+/// packets of a train already running, which changes the rates it probes (the measurement),
+/// while refusing at START leaves every admitted train exactly as designed. The price is that
+/// the sum of peaks is conservative (a PathQuick train sends at its peak only at its end).
 #[derive(Default)]
 pub struct Admission {
     in_flight: HashMap<SocketAddr, InFlight>,
@@ -285,6 +303,17 @@ impl Admission {
         if self.in_flight.len() >= config.max_concurrent {
             return Err(busy(Some(Cap { kind: CapKind::Clients, value: config.max_concurrent as u64 })));
         }
+        // The server's total rate: the highest gap rates of all trains in flight add up to at
+        // most the cap (see [`Admission`]'s doc for why admission rather than a token bucket).
+        let total = self.in_flight.values().fold(train.peak_rate.bps(), |sum, f| sum.saturating_add(f.peak_rate.bps()));
+        if total > config.max_rate.bps() {
+            let first_end = self.in_flight.values().map(|f| f.ends).min().unwrap_or(now);
+            let wait = first_end.saturating_duration_since(now).max(Duration::from_millis(1));
+            return Err(Refusal {
+                retry_after: wait,
+                ..busy(Some(Cap { kind: CapKind::TotalRate, value: config.max_rate.bps() }))
+            });
+        }
         if self.recent.len() > 10_000 {
             let w = config.window;
             self.recent.retain(|_, (t, _)| now.saturating_duration_since(*t) < w);
@@ -302,7 +331,10 @@ impl Admission {
         }
         entry.1 += 1;
         self.serial += 1;
-        self.in_flight.insert(peer, InFlight { serial: self.serial, expires: expires_at(now, train.length) });
+        let ends = now + Duration::from_nanos(train.length.0);
+        let f =
+            InFlight { serial: self.serial, ends, expires: expires_at(now, train.length), peak_rate: train.peak_rate };
+        self.in_flight.insert(peer, f);
         Ok(self.serial)
     }
 
@@ -515,9 +547,6 @@ impl Active {
     }
 }
 
-/// Lateness from which the rest of a train is shifted rather than sent in a hurry.
-const SLIP_THRESHOLD: Duration = Duration::from_micros(20);
-
 fn pacer(
     sock: UdpSocket,
     jobs: Receiver<TrainJob>,
@@ -592,6 +621,10 @@ fn pacer(
         }
     }
 }
+
+/// Lateness from which the rest of a train is shifted rather than sent in a hurry. A gap is
+/// thus never more than this shorter than designed.
+const SLIP_THRESHOLD: Duration = Duration::from_micros(20);
 
 /// Sends a train's END (what was sent, and how well paced) and frees its client's slot.
 fn finish(sock: &UdpSocket, out: &mut Vec<u8>, done: Active, admission: &Mutex<Admission>) {
@@ -683,5 +716,23 @@ mod tests {
         assert_eq!(adm.in_flight(), 1);
         adm.release(b, sb);
         assert_eq!(adm.in_flight(), 0);
+    }
+
+    #[test]
+    fn the_sum_of_peak_rates_in_flight_is_capped() {
+        // 1 ms spacing, 48..1208 B: peak 9.664 Mbit/s; three fit under 30 Mbit/s, a fourth does not.
+        let c = ServerConfig { max_rate: Rate::from_mbps(30), ..ServerConfig::default() };
+        let t = check_train(&quick(1_000_000, 40, 48, 30), &c, 28).unwrap();
+        let mut adm = Admission::default();
+        let t0 = Instant::now();
+        let peers: Vec<SocketAddr> = (1..=4).map(|i| format!("127.0.0.{i}:9").parse().unwrap()).collect();
+        let serials: Vec<u64> = peers[..3].iter().map(|&p| adm.admit(p, t0, &t, &c).unwrap()).collect();
+        let r = adm.admit(peers[3], t0, &t, &c).unwrap_err();
+        assert_eq!(r.reason, RejectReason::Busy);
+        assert_eq!(r.cap, Some(Cap { kind: CapKind::TotalRate, value: 30_000_000 }));
+        // Retry when the first train in flight is planned to end (its 29 ms).
+        assert_eq!(r.retry_after, Duration::from_millis(29));
+        adm.release(peers[0], serials[0]);
+        assert!(adm.admit(peers[3], t0, &t, &c).is_ok());
     }
 }

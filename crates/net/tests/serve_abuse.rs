@@ -2,7 +2,7 @@
 //! Every loop is bounded in count and time.
 
 use headroom_core::abw::{Method, QuickDesign, TrainDesign};
-use headroom_core::units::{Bytes, Dur};
+use headroom_core::units::{Bytes, Dur, Rate};
 use headroom_net::wire::{Msg, RejectReason, TrainParams};
 use headroom_net::{estimate_addr, EstimateOptions, ProbeError, Server, ServerConfig, ServerHandle};
 use std::net::{SocketAddr, UdpSocket};
@@ -96,5 +96,42 @@ fn wrapping_products_are_refused() {
         Ok(_) => {}
         Err(e @ ProbeError::Rejected { .. }) => panic!("locked out: {e}"),
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// `--max-rate` bounds the server's total sending rate, not only each train's: trains whose
+/// peak rates add up past the cap are not in flight at once.
+#[test]
+fn total_rate_across_clients_is_capped() {
+    // 4.8 Mbit/s peak each (small_train), 10 Mbit/s cap: two fit, a third does not.
+    let server = serve(ServerConfig { max_rate: Rate::from_mbps(10), ..ServerConfig::default() });
+    let addr = server.local_addr();
+    let params = TrainParams::from_design(&small_train()).unwrap();
+    let clients: Vec<Verified> = (0..3).map(|i| handshake(addr, 9000 + i)).collect();
+    let mut out = Vec::new();
+    for (i, v) in clients.iter().enumerate() {
+        Msg::Start { nonce: v.nonce, cookie: v.cookie, train: i as u32, params }.encode(&mut out);
+        v.sock.send(&out).unwrap();
+    }
+    let first = |v: &Verified| {
+        v.sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut buf = [0u8; 2048];
+        let n = v.sock.recv(&mut buf).ok()?;
+        Msg::decode(&buf[..n]).ok()
+    };
+    let answers: Vec<Option<Msg>> = clients.iter().map(first).collect();
+    assert!(matches!(answers[0], Some(Msg::Probe { .. })), "{:?}", answers[0]);
+    assert!(matches!(answers[1], Some(Msg::Probe { .. })), "{:?}", answers[1]);
+    match &answers[2] {
+        Some(Msg::Reject { reason: RejectReason::Busy, retry_after_ms, .. }) => {
+            assert!(*retry_after_ms > 0 && *retry_after_ms <= 100, "retry after {retry_after_ms} ms");
+        }
+        other => panic!("third train at 14.4 Mbit/s total against 10 Mbit/s: expected Busy, got {other:?}"),
+    }
+    // Once the first two are over, the third client is served.
+    std::thread::sleep(Duration::from_millis(150));
+    match start(&clients[2], 7, params, Duration::from_secs(1)) {
+        Some(Msg::Probe { .. }) => {}
+        other => panic!("after the others ended: {other:?}"),
     }
 }
