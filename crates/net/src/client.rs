@@ -7,7 +7,7 @@
 //! (the caller is the receiver).
 
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
-use crate::wire::{ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use crate::wire::{ip_udp_overhead, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::{
     estimate_train, excursion::combine, ChirpSpec, DesignError, EstimatorConfig, Method, Outcome, ProbeRecord,
     QuickSpec, TrainDesign, TrainEstimate, RAMP_DECREASE_FACTOR,
@@ -168,6 +168,8 @@ pub enum ProbeError {
     Rejected {
         server: SocketAddr,
         reason: RejectReason,
+        /// The cap that refused and its value, when the server names one.
+        cap: Option<Cap>,
     },
     /// The requested train cannot be built.
     Design(DesignError),
@@ -186,7 +188,13 @@ impl fmt::Display for ProbeError {
                 "no {waiting_for} from {server} within {:.1} s (server down, or UDP blocked on the path?)",
                 after.as_secs_f64()
             ),
-            ProbeError::Rejected { server, reason } => write!(f, "server {server} refused: {}", reason.describe()),
+            ProbeError::Rejected { server, reason, cap } => {
+                write!(f, "server {server} refused: {}", reason.describe())?;
+                match cap {
+                    Some(c) => write!(f, " (server's cap: {c})"),
+                    None => Ok(()),
+                }
+            }
             ProbeError::Design(e) => write!(f, "{e}"),
             ProbeError::Io(e) => write!(f, "socket error: {e}"),
         }
@@ -526,8 +534,8 @@ fn run_train(
                 // Anything still queued in the socket arrives within a moment.
                 deadline = deadline.min(Instant::now() + Duration::from_millis(2));
             }
-            Ok(Msg::Reject { train: t, reason, .. }) if t == train => {
-                return Err(ProbeError::Rejected { server, reason });
+            Ok(Msg::Reject { train: t, reason, cap, .. }) if t == train => {
+                return Err(ProbeError::Rejected { server, reason, cap });
             }
             _ => {} // stale packets of an earlier train, or noise
         }

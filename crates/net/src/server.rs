@@ -514,7 +514,8 @@ fn receiver(
                     Err(refusal) => {
                         bump(&stats.rejected);
                         let retry_after_ms = refusal.retry_after.as_millis().min(u16::MAX as u128) as u16;
-                        Msg::Reject { train, reason: refusal.reason, retry_after_ms }.encode(&mut out);
+                        Msg::Reject { train, reason: refusal.reason, retry_after_ms, cap: refusal.cap }
+                            .encode(&mut out);
                         let _ = sock.send_to(&out, peer);
                     }
                 }

@@ -16,7 +16,8 @@
 //!                                     zero padding to the packet's size (20-byte header)
 //! type 5 END        server → client   train u32, sent u16, late u16, spacing_err_mean_ns u32,
 //!                                     spacing_err_max_ns u32                 (20 bytes)
-//! type 6 REJECT     server → client   train u32, reason u8, retry_after_ms u16 (11 bytes)
+//! type 6 REJECT     server → client   train u32, reason u8, retry_after_ms u16, and when a cap
+//!                                     refused: cap u8 (wire::CapKind), value u64 (11 or 20 bytes)
 //! ```
 //!
 //! The server answers an unverified address only with a CHALLENGE, never larger than the HELLO
@@ -34,6 +35,8 @@ pub const START_LEN: usize = 49;
 pub const PROBE_HEADER_LEN: usize = 20;
 pub const END_LEN: usize = 20;
 pub const REJECT_LEN: usize = 11;
+/// A REJECT that names the cap that refused.
+pub const REJECT_CAP_LEN: usize = 20;
 
 /// Why the server refused a train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,7 +206,7 @@ pub enum Msg {
     Start { nonce: u64, cookie: [u8; 16], train: u32, params: TrainParams },
     Probe { train: u32, index: u16, count: u16, send_offset_ns: u64 },
     End { train: u32, sent: u16, late: u16, spacing_err_mean_ns: u32, spacing_err_max_ns: u32 },
-    Reject { train: u32, reason: RejectReason, retry_after_ms: u16 },
+    Reject { train: u32, reason: RejectReason, retry_after_ms: u16, cap: Option<Cap> },
 }
 
 /// Why a datagram was not understood.
@@ -288,11 +291,19 @@ impl Msg {
                 spacing_err_mean_ns: r.u32()?,
                 spacing_err_max_ns: r.u32()?,
             },
-            6 => Msg::Reject {
-                train: r.u32()?,
-                reason: RejectReason::from_u8(r.u8()?).ok_or(Malformed("unknown reject reason"))?,
-                retry_after_ms: r.u16()?,
-            },
+            6 => {
+                let train = r.u32()?;
+                let reason = RejectReason::from_u8(r.u8()?).ok_or(Malformed("unknown reject reason"))?;
+                let retry_after_ms = r.u16()?;
+                // Version-1 servers before the cap field send 11 bytes.
+                let cap = if b.len() >= REJECT_CAP_LEN {
+                    let kind = CapKind::from_u8(r.u8()?).ok_or(Malformed("unknown cap"))?;
+                    Some(Cap { kind, value: r.u64()? })
+                } else {
+                    None
+                };
+                Msg::Reject { train, reason, retry_after_ms, cap }
+            }
             _ => return Err(Malformed("unknown message type")),
         };
         Ok(m)
@@ -345,11 +356,15 @@ impl Msg {
                 out.extend_from_slice(&spacing_err_mean_ns.to_be_bytes());
                 out.extend_from_slice(&spacing_err_max_ns.to_be_bytes());
             }
-            Msg::Reject { train, reason, retry_after_ms } => {
+            Msg::Reject { train, reason, retry_after_ms, cap } => {
                 header(out, 6);
                 out.extend_from_slice(&train.to_be_bytes());
                 out.push(*reason as u8);
                 out.extend_from_slice(&retry_after_ms.to_be_bytes());
+                if let Some(c) = cap {
+                    out.push(c.kind as u8);
+                    out.extend_from_slice(&c.value.to_be_bytes());
+                }
             }
         }
     }
@@ -408,7 +423,16 @@ mod tests {
             (Msg::Start { nonce: 7, cookie: [1; 16], train: 3, params }, START_LEN),
             (Msg::Probe { train: 3, index: 4, count: 28, send_offset_ns: 99 }, PROBE_HEADER_LEN),
             (Msg::End { train: 3, sent: 28, late: 1, spacing_err_mean_ns: 5, spacing_err_max_ns: 50 }, END_LEN),
-            (Msg::Reject { train: 3, reason: RejectReason::Busy, retry_after_ms: 100 }, REJECT_LEN),
+            (Msg::Reject { train: 3, reason: RejectReason::Busy, retry_after_ms: 100, cap: None }, REJECT_LEN),
+            (
+                Msg::Reject {
+                    train: 3,
+                    reason: RejectReason::OverCap,
+                    retry_after_ms: 0,
+                    cap: Some(Cap { kind: CapKind::TrainLength, value: u64::MAX }),
+                },
+                REJECT_CAP_LEN,
+            ),
         ];
         let mut buf = Vec::new();
         for (m, len) in msgs {

@@ -3,7 +3,7 @@
 
 use headroom_core::abw::{Method, QuickDesign, TrainDesign};
 use headroom_core::units::{Bytes, Dur, Rate};
-use headroom_net::wire::{Msg, RejectReason, TrainParams};
+use headroom_net::wire::{Cap, CapKind, Msg, RejectReason, TrainParams};
 use headroom_net::{estimate_addr, EstimateOptions, ProbeError, Server, ServerConfig, ServerHandle};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -60,7 +60,10 @@ fn huge_spacing_is_refused_and_cannot_lock_clients_out() {
     for i in 0..8u64 {
         let v = handshake(addr, 1000 + i);
         match start(&v, i as u32, evil, Duration::from_secs(1)) {
-            Some(Msg::Reject { reason: RejectReason::OverCap, .. }) => {}
+            // The REJECT names the cap that refused and its value.
+            Some(Msg::Reject { reason: RejectReason::OverCap, cap: Some(c), .. }) => {
+                assert_eq!(c, Cap { kind: CapKind::TrainLength, value: Dur::from_secs(2).0 });
+            }
             other => panic!("START {i} with T_quick = 2^63 ns: expected an over-cap REJECT, got {other:?}"),
         }
     }
@@ -133,5 +136,18 @@ fn total_rate_across_clients_is_capped() {
     match start(&clients[2], 7, params, Duration::from_secs(1)) {
         Some(Msg::Probe { .. }) => {}
         other => panic!("after the others ended: {other:?}"),
+    }
+}
+
+/// The client says which cap refused, with its value.
+#[test]
+fn the_client_names_the_refusing_cap() {
+    let server = serve(ServerConfig { max_rate: Rate::from_mbps(5), ..ServerConfig::default() });
+    match estimate_addr(server.local_addr(), &EstimateOptions::default()) {
+        Err(e @ ProbeError::Rejected { cap: Some(Cap { kind: CapKind::Rate, value: 5_000_000 }), .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("highest probed rate 5"), "{text}");
+        }
+        other => panic!("expected a rate-cap refusal, got {other:?}"),
     }
 }
