@@ -248,11 +248,12 @@ pub fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig {
         max_rate: a.max_rate,
         max_size: a.max_size,
-        max_concurrent: a.max_clients.max(1),
+        max_concurrent: a.max_clients,
         trains_per_window: a.trains_per_10s,
         window: Duration::from_secs(10),
         ..ServerConfig::default()
     };
+    config.validate().map_err(|e| anyhow!("serve: {e}"))?;
     let server = Server::bind(&a.listen, config).with_context(|| format!("cannot listen on {}", a.listen))?;
     let handle = server.spawn().context("starting the server threads")?;
     eprintln!("headroom serve: listening on {} (UDP)", handle.local_addr());

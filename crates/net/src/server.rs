@@ -76,6 +76,38 @@ impl Default for ServerConfig {
     }
 }
 
+impl ServerConfig {
+    /// Refuses caps that would make the server refuse every train (a zero rate, size, packet
+    /// count, length, byte count, window budget or client count) or that the wire cannot carry.
+    pub fn validate(&self) -> Result<(), String> {
+        let zero = |what: &str, flag: &str| Err(format!("{what} is 0: no train could be served (check {flag})"));
+        if self.max_rate.bps() == 0 {
+            return zero("the rate cap", "--max-rate");
+        }
+        if self.max_concurrent == 0 {
+            return zero("the number of concurrent clients", "--max-clients");
+        }
+        if self.trains_per_window == 0 {
+            return zero("the trains per client per window", "--trains-per-10s");
+        }
+        if self.max_packets < 3 {
+            return Err(format!("at most {} packets per train: a train has at least 3", self.max_packets));
+        }
+        let smallest = ip_udp_overhead(true) + PROBE_HEADER_LEN as u64;
+        if self.max_size.0 < smallest || self.max_size.0 > u16::MAX as u64 {
+            return Err(format!(
+                "largest packet {} B: must be between {smallest} B (headers) and {} B (--max-size)",
+                self.max_size.0,
+                u16::MAX
+            ));
+        }
+        if self.max_train_length.0 == 0 || self.max_train_bytes.0 == 0 || self.window.is_zero() {
+            return Err("train length, train bytes and the rate window must be above 0".into());
+        }
+        Ok(())
+    }
+}
+
 /// Counters, readable while the server runs.
 #[derive(Debug, Default)]
 pub struct ServerStats {
@@ -375,7 +407,10 @@ pub struct ServerHandle {
 }
 
 impl Server {
+    /// Binds the socket; caps that make no sense ([`ServerConfig::validate`]) are an
+    /// `InvalidInput` error.
     pub fn bind(addr: impl ToSocketAddrs, config: ServerConfig) -> io::Result<Server> {
+        config.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let sock = UdpSocket::bind(addr)?;
         Ok(Server { sock, config })
     }
@@ -735,5 +770,23 @@ mod tests {
         assert_eq!(r.retry_after, Duration::from_millis(29));
         adm.release(peers[0], serials[0]);
         assert!(adm.admit(peers[3], t0, &t, &c).is_ok());
+    }
+
+    #[test]
+    fn nonsensical_caps_are_refused_at_start() {
+        let bad = [
+            ServerConfig { max_rate: Rate::ZERO, ..ServerConfig::default() },
+            ServerConfig { max_concurrent: 0, ..ServerConfig::default() },
+            ServerConfig { trains_per_window: 0, ..ServerConfig::default() },
+            ServerConfig { max_size: Bytes(10), ..ServerConfig::default() },
+            ServerConfig { max_packets: 2, ..ServerConfig::default() },
+        ];
+        for c in bad {
+            let e = Server::bind("127.0.0.1:0", c.clone()).err().unwrap_or_else(|| panic!("{c:?} accepted"));
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        }
+        let e = ServerConfig { max_rate: Rate::ZERO, ..ServerConfig::default() }.validate().unwrap_err();
+        assert!(e.contains("--max-rate"), "{e}");
+        assert!(ServerConfig::default().validate().is_ok());
     }
 }
