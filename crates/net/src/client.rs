@@ -291,11 +291,14 @@ fn io_err(server: SocketAddr, waiting_for: &'static str, after: Duration, e: io:
     }
 }
 
+/// A nonce from the OS random source; the clock only if that fails (the nonce matches answers
+/// to requests, the server's cookie is what proves the address).
 fn random_nonce() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(realtime_now().0 as u128);
-    h.finish()
+    let mut b = [0u8; 8];
+    match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_be_bytes(b),
+        Err(_) => realtime_now().0,
+    }
 }
 
 /// Estimates the available bandwidth from the server at `target` (`HOST[:PORT]`) to here.

@@ -3,8 +3,8 @@
 //! # Safety against abuse
 //!
 //! - **Stateless challenge.** A HELLO (64 bytes) gets a CHALLENGE (40 bytes) carrying a cookie:
-//!   a keyed hash of the sender's address and port, the client's nonce and a 30-second epoch
-//!   (two SipHash instances keyed at random when the server starts). Nothing is stored. A train
+//!   a MAC (HMAC-SHA-256, keyed from the OS random source when the server starts) of the
+//!   sender's address and port, the client's nonce and a 30-second epoch. Nothing is stored. A train
 //!   is sent only for a START that echoes a valid cookie (this or the previous epoch), which
 //!   proves the client receives at the address the train goes to; a spoofed source never sees
 //!   the cookie. No reply is ever larger than the unverified datagram that caused it.
@@ -32,9 +32,7 @@ use crate::timing::{wait_until, SpacingStats};
 use crate::wire::{encode_probe, ip_udp_overhead, Cap, CapKind, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::{TrainDesign, TrainPacket};
 use headroom_core::units::{Bytes, Dur, Rate};
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -133,15 +131,24 @@ impl ServerStats {
 
 const COOKIE_EPOCH: Duration = Duration::from_secs(30);
 
+/// The cookie MAC: HMAC-SHA-256 (RFC 2104, FIPS 180-4) truncated to 16 bytes, keyed with 32
+/// bytes from the OS random source (`getrandom`), over the peer's address family, address and
+/// port, the client's nonce and the epoch. A standard MAC from maintained crates (`hmac`,
+/// `sha2`), unlike std's `RandomState`, whose algorithm and seeding std does not promise.
 struct CookieKey {
-    a: RandomState,
-    b: RandomState,
+    key: [u8; 32],
     origin: Instant,
 }
 
 impl CookieKey {
-    fn new() -> CookieKey {
-        CookieKey { a: RandomState::new(), b: RandomState::new(), origin: Instant::now() }
+    fn new() -> io::Result<CookieKey> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| io::Error::other(format!("no OS randomness for the cookie key: {e}")))?;
+        Ok(CookieKey::with_key(key))
+    }
+
+    fn with_key(key: [u8; 32]) -> CookieKey {
+        CookieKey { key, origin: Instant::now() }
     }
 
     fn epoch(&self) -> u64 {
@@ -149,16 +156,24 @@ impl CookieKey {
     }
 
     fn cookie_at(&self, peer: SocketAddr, nonce: u64, epoch: u64) -> [u8; 16] {
-        let one = |s: &RandomState| {
-            let mut h = s.build_hasher();
-            peer.hash(&mut h);
-            nonce.hash(&mut h);
-            epoch.hash(&mut h);
-            h.finish()
-        };
+        use hmac::{Hmac, Mac};
+        let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        match peer.ip() {
+            IpAddr::V4(a) => {
+                mac.update(&[4]);
+                mac.update(&a.octets());
+            }
+            IpAddr::V6(a) => {
+                mac.update(&[6]);
+                mac.update(&a.octets());
+            }
+        }
+        mac.update(&peer.port().to_be_bytes());
+        mac.update(&nonce.to_be_bytes());
+        mac.update(&epoch.to_be_bytes());
+        let tag = mac.finalize().into_bytes();
         let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&one(&self.a).to_be_bytes());
-        out[8..].copy_from_slice(&one(&self.b).to_be_bytes());
+        out.copy_from_slice(&tag[..16]);
         out
     }
 
@@ -422,6 +437,7 @@ impl Server {
     /// Starts the receive and pacing threads.
     pub fn spawn(self) -> io::Result<ServerHandle> {
         let local = self.sock.local_addr()?;
+        CookieKey::new()?;
         self.sock.set_read_timeout(Some(Duration::from_millis(50)))?;
         let stats = Arc::new(ServerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -494,7 +510,10 @@ fn receiver(
     stop: Arc<AtomicBool>,
     admission: Arc<Mutex<Admission>>,
 ) {
-    let key = CookieKey::new();
+    let key = match CookieKey::new() {
+        Ok(k) => k,
+        Err(_) => return, // spawn() checked the random source; nothing to serve without it
+    };
     let mut buf = vec![0u8; 65_536];
     let mut out = Vec::with_capacity(64);
     let bump = |c: &AtomicU64| c.fetch_add(1, Ordering::Relaxed);
@@ -788,5 +807,22 @@ mod tests {
         let e = ServerConfig { max_rate: Rate::ZERO, ..ServerConfig::default() }.validate().unwrap_err();
         assert!(e.contains("--max-rate"), "{e}");
         assert!(ServerConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn cookie_is_hmac_sha256() {
+        // Known answer from Python's hmac module: key 0..31, message 4 ‖ 127.0.0.1 ‖ port 7447
+        // ‖ nonce 42 ‖ epoch 3, all big-endian; first 16 bytes of the tag.
+        let key: [u8; 32] = std::array::from_fn(|i| i as u8);
+        let k = CookieKey::with_key(key);
+        let c = k.cookie_at("127.0.0.1:7447".parse().unwrap(), 42, 3);
+        let hex: String = c.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "be8f57dd9662d9f918005bbed8e34eea");
+        // Two servers' keys differ (OS randomness), so their cookies do.
+        let (a, b) = (CookieKey::new().unwrap(), CookieKey::new().unwrap());
+        let peer = "127.0.0.1:1".parse().unwrap();
+        assert_ne!(a.cookie(peer, 1), b.cookie(peer, 1));
+        assert!(a.valid(peer, 1, &a.cookie(peer, 1)));
+        assert!(!a.valid(peer, 2, &a.cookie(peer, 1)));
     }
 }
