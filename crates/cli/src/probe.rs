@@ -309,36 +309,60 @@ pub fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig {
         max_rate: a.max_rate,
         max_size: a.max_size,
-        max_concurrent: a.max_clients.max(1),
+        max_concurrent: a.max_clients,
         trains_per_window: a.trains_per_10s,
         window: Duration::from_secs(10),
         ..ServerConfig::default()
     };
+    config.validate().map_err(|e| anyhow!("serve: {e}"))?;
     let server = Server::bind(&a.listen, config).with_context(|| format!("cannot listen on {}", a.listen))?;
     let handle = server.spawn().context("starting the server threads")?;
+    install_stop_signals();
     eprintln!("headroom serve: listening on {} (UDP)", handle.local_addr());
-    match a.duration {
-        Some(d) => {
-            let until = Instant::now() + Duration::from_nanos(d.0);
-            while Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
-            }
-            let s = handle.stats();
-            let g = headroom_net::ServerStats::get;
-            eprintln!(
-                "headroom serve: {} datagrams, {} trains sent, {} rejected, {} malformed, {} bad cookies",
-                g(&s.datagrams),
-                g(&s.trains_completed),
-                g(&s.rejected),
-                g(&s.malformed),
-                g(&s.bad_cookies)
-            );
-            handle.shutdown();
-            Ok(())
+    let until = a.duration.map(|d| Instant::now() + Duration::from_nanos(d.0));
+    let why = loop {
+        match STOP_SIGNAL.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => {}
+            libc::SIGINT => break "SIGINT",
+            _ => break "SIGTERM",
         }
-        None => {
-            handle.wait();
-            Err(anyhow!("server threads stopped unexpectedly"))
+        if until.is_some_and(|u| Instant::now() >= u) {
+            break "--duration elapsed";
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let s = handle.stats();
+    let g = headroom_net::ServerStats::get;
+    eprintln!(
+        "headroom serve: stopping ({why}): {} datagrams, {} trains sent, {} expired, {} rejected, {} malformed, {} bad cookies",
+        g(&s.datagrams),
+        g(&s.trains_completed),
+        g(&s.trains_expired),
+        g(&s.rejected),
+        g(&s.malformed),
+        g(&s.bad_cookies)
+    );
+    handle.shutdown();
+    Ok(())
+}
+
+/// The signal (SIGINT or SIGTERM) that asked `headroom serve` to stop, 0 until one did.
+static STOP_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_stop_signal(sig: libc::c_int) {
+    STOP_SIGNAL.store(sig, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// SIGINT and SIGTERM set [`STOP_SIGNAL`] (an atomic store, async-signal-safe) so `serve`
+/// prints its statistics and stops instead of dying silently.
+fn install_stop_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
 }

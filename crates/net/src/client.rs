@@ -7,7 +7,7 @@
 //! (the caller is the receiver).
 
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
-use crate::wire::{ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use crate::wire::{ip_udp_overhead, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
     excursion::combine, ChirpSpec, DesignError, EstimatorConfig, JudgePolicy, Method, Outcome, PacketFate, Poll,
@@ -224,6 +224,8 @@ pub enum ProbeError {
         reason: RejectReason,
         /// When the server said to ask again.
         retry_after: Duration,
+        /// The cap that refused and its value, when the server names one.
+        cap: Option<Cap>,
     },
     /// The requested train cannot be built.
     Design(DesignError),
@@ -242,8 +244,12 @@ impl fmt::Display for ProbeError {
                 "no {waiting_for} from {server} within {:.1} s (server down, or UDP blocked on the path?)",
                 after.as_secs_f64()
             ),
-            ProbeError::Rejected { server, reason, .. } => {
-                write!(f, "server {server} refused: {}", reason.describe())
+            ProbeError::Rejected { server, reason, cap, .. } => {
+                write!(f, "server {server} refused: {}", reason.describe())?;
+                match cap {
+                    Some(c) => write!(f, " (server's cap: {c})"),
+                    None => Ok(()),
+                }
             }
             ProbeError::Design(e) => write!(f, "{e}"),
             ProbeError::Io(e) => write!(f, "socket error: {e}"),
@@ -392,11 +398,14 @@ fn io_err(server: SocketAddr, waiting_for: &'static str, after: Duration, e: io:
     }
 }
 
+/// A nonce from the OS random source; the clock only if that fails (the nonce matches answers
+/// to requests, the server's cookie is what proves the address).
 fn random_nonce() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(realtime_now().0 as u128);
-    h.finish()
+    let mut b = [0u8; 8];
+    match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_be_bytes(b),
+        Err(_) => realtime_now().0,
+    }
 }
 
 /// Estimates the available bandwidth from the server at `target` (`HOST[:PORT]`) to here.
@@ -504,12 +513,13 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
                 Err(ProbeError::Rejected {
                     reason: reason @ (RejectReason::InFlight | RejectReason::Busy | RejectReason::TooMany),
                     retry_after,
+                    cap,
                     ..
                 }) => {
                     let wait = retry_after.max(Duration::from_millis(50));
                     if waited + wait > options.retry_wait {
                         if reports.is_empty() {
-                            return Err(ProbeError::Rejected { server, reason, retry_after });
+                            return Err(ProbeError::Rejected { server, reason, retry_after, cap });
                         }
                         refused = Some(Refused { reason, missing: repeat - r });
                         break 'trains;
@@ -636,8 +646,8 @@ impl TrainReceiver {
                     max_error: Dur(spacing_err_max_ns as u64),
                 });
             }
-            Msg::Reject { train, reason, retry_after_ms } if train == self.train => {
-                return Err(Refusal { reason, retry_after: Duration::from_millis(retry_after_ms as u64) })
+            Msg::Reject { train, reason, retry_after_ms, cap } if train == self.train => {
+                return Err(Refusal { reason, retry_after: Duration::from_millis(retry_after_ms as u64), cap })
             }
             _ => {} // stale packets of an earlier train, or noise
         }
@@ -680,6 +690,8 @@ impl TrainReceiver {
 pub struct Refusal {
     pub reason: RejectReason,
     pub retry_after: Duration,
+    /// The cap that refused and its value, when the server names one.
+    pub cap: Option<Cap>,
 }
 
 /// Asks for one train and feeds what arrives to `rx` until it says done (see
@@ -728,6 +740,7 @@ fn run_train(
                 server,
                 reason: r.reason,
                 retry_after: r.retry_after,
+                cap: r.cap,
             })?;
         }
     }

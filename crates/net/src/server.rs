@@ -3,14 +3,19 @@
 //! # Safety against abuse
 //!
 //! - **Stateless challenge.** A HELLO (64 bytes) gets a CHALLENGE (40 bytes) carrying a cookie:
-//!   a keyed hash of the sender's address and port, the client's nonce and a 30-second epoch
-//!   (two SipHash instances keyed at random when the server starts). Nothing is stored. A train
+//!   a MAC (HMAC-SHA-256, keyed from the OS random source when the server starts) of the
+//!   sender's address and port, the client's nonce and a 30-second epoch. Nothing is stored. A train
 //!   is sent only for a START that echoes a valid cookie (this or the previous epoch), which
 //!   proves the client receives at the address the train goes to; a spoofed source never sees
 //!   the cookie. No reply is ever larger than the unverified datagram that caused it.
-//! - **Caps** ([`ServerConfig`]): highest probed rate, packet size, packets and length of a
+//! - **Caps** ([`ServerConfig`]): highest probed rate (of each gap, and summed over the trains
+//!   in flight: [`Admission`]), packet size, packets and length of a
 //!   train, bytes of a train, trains per client IP per window, one train in flight per client
-//!   address, and concurrent clients. A verified client over a cap gets a REJECT.
+//!   address, and concurrent clients. A verified client over a cap gets a REJECT. Every
+//!   product and sum on the received fields is checked ([`check_train`]); nothing wraps into a
+//!   cap, and each cap (packets, wall time, bytes, sizes, rate of every gap) stands on its own.
+//! - **Expiry.** A train still running at twice its declared length plus [`EXPIRY_GRACE`] is
+//!   ended and its client's slot freed, so no train can hold a slot forever.
 //! - **Garbage** (wrong magic/version/type/length, bad cookie, unexpected message types) is
 //!   dropped silently and counted in [`ServerStats`].
 //!
@@ -24,12 +29,10 @@
 //! time and the lateness is reported in END.
 
 use crate::timing::{wait_until, SpacingStats};
-use crate::wire::{encode_probe, ip_udp_overhead, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
-use headroom_core::abw::TrainDesign;
+use crate::wire::{encode_probe, ip_udp_overhead, Cap, CapKind, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use headroom_core::abw::{TrainDesign, TrainPacket};
 use headroom_core::units::{Bytes, Dur, Rate};
-use std::collections::hash_map::RandomState;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,7 +44,8 @@ use std::time::{Duration, Instant};
 /// Limits the server enforces.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Highest rate any gap of a train may probe.
+    /// Highest rate any gap of a train may probe, and the most the trains in flight may send
+    /// at once (the sum of their highest gap rates; see [`Admission`]).
     pub max_rate: Rate,
     /// Largest probe packet (IP level).
     pub max_size: Bytes,
@@ -70,6 +74,38 @@ impl Default for ServerConfig {
     }
 }
 
+impl ServerConfig {
+    /// Refuses caps that would make the server refuse every train (a zero rate, size, packet
+    /// count, length, byte count, window budget or client count) or that the wire cannot carry.
+    pub fn validate(&self) -> Result<(), String> {
+        let zero = |what: &str, flag: &str| Err(format!("{what} is 0: no train could be served (check {flag})"));
+        if self.max_rate.bps() == 0 {
+            return zero("the rate cap", "--max-rate");
+        }
+        if self.max_concurrent == 0 {
+            return zero("the number of concurrent clients", "--max-clients");
+        }
+        if self.trains_per_window == 0 {
+            return zero("the trains per client per window", "--trains-per-10s");
+        }
+        if self.max_packets < 3 {
+            return Err(format!("at most {} packets per train: a train has at least 3", self.max_packets));
+        }
+        let smallest = ip_udp_overhead(true) + PROBE_HEADER_LEN as u64;
+        if self.max_size.0 < smallest || self.max_size.0 > u16::MAX as u64 {
+            return Err(format!(
+                "largest packet {} B: must be between {smallest} B (headers) and {} B (--max-size)",
+                self.max_size.0,
+                u16::MAX
+            ));
+        }
+        if self.max_train_length.0 == 0 || self.max_train_bytes.0 == 0 || self.window.is_zero() {
+            return Err("train length, train bytes and the rate window must be above 0".into());
+        }
+        Ok(())
+    }
+}
+
 /// Counters, readable while the server runs.
 #[derive(Debug, Default)]
 pub struct ServerStats {
@@ -80,6 +116,8 @@ pub struct ServerStats {
     pub unexpected: AtomicU64,
     pub trains_started: AtomicU64,
     pub trains_completed: AtomicU64,
+    /// Trains ended early because they outlived their declared length ([`EXPIRY_GRACE`]).
+    pub trains_expired: AtomicU64,
     pub rejected: AtomicU64,
     pub probes_sent: AtomicU64,
     pub send_errors: AtomicU64,
@@ -93,15 +131,24 @@ impl ServerStats {
 
 const COOKIE_EPOCH: Duration = Duration::from_secs(30);
 
+/// The cookie MAC: HMAC-SHA-256 (RFC 2104, FIPS 180-4) truncated to 16 bytes, keyed with 32
+/// bytes from the OS random source (`getrandom`), over the peer's address family, address and
+/// port, the client's nonce and the epoch. A standard MAC from maintained crates (`hmac`,
+/// `sha2`), unlike std's `RandomState`, whose algorithm and seeding std does not promise.
 struct CookieKey {
-    a: RandomState,
-    b: RandomState,
+    key: [u8; 32],
     origin: Instant,
 }
 
 impl CookieKey {
-    fn new() -> CookieKey {
-        CookieKey { a: RandomState::new(), b: RandomState::new(), origin: Instant::now() }
+    fn new() -> io::Result<CookieKey> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| io::Error::other(format!("no OS randomness for the cookie key: {e}")))?;
+        Ok(CookieKey::with_key(key))
+    }
+
+    fn with_key(key: [u8; 32]) -> CookieKey {
+        CookieKey { key, origin: Instant::now() }
     }
 
     fn epoch(&self) -> u64 {
@@ -109,16 +156,24 @@ impl CookieKey {
     }
 
     fn cookie_at(&self, peer: SocketAddr, nonce: u64, epoch: u64) -> [u8; 16] {
-        let one = |s: &RandomState| {
-            let mut h = s.build_hasher();
-            peer.hash(&mut h);
-            nonce.hash(&mut h);
-            epoch.hash(&mut h);
-            h.finish()
-        };
+        use hmac::{Hmac, Mac};
+        let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        match peer.ip() {
+            IpAddr::V4(a) => {
+                mac.update(&[4]);
+                mac.update(&a.octets());
+            }
+            IpAddr::V6(a) => {
+                mac.update(&[6]);
+                mac.update(&a.octets());
+            }
+        }
+        mac.update(&peer.port().to_be_bytes());
+        mac.update(&nonce.to_be_bytes());
+        mac.update(&epoch.to_be_bytes());
+        let tag = mac.finalize().into_bytes();
         let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&one(&self.a).to_be_bytes());
-        out[8..].copy_from_slice(&one(&self.b).to_be_bytes());
+        out.copy_from_slice(&tag[..16]);
         out
     }
 
@@ -134,18 +189,222 @@ impl CookieKey {
     }
 }
 
+/// Why a START was refused: the wire reason, the cap that refused (when one did) and when to
+/// try again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: RejectReason,
+    pub cap: Option<Cap>,
+    pub retry_after: Duration,
+}
+
+impl Refusal {
+    fn over(kind: CapKind, value: u64) -> Refusal {
+        Refusal { reason: RejectReason::OverCap, cap: Some(Cap { kind, value }), retry_after: Duration::ZERO }
+    }
+
+    fn bad_design(cap: Option<Cap>) -> Refusal {
+        Refusal { reason: RejectReason::BadDesign, cap, retry_after: Duration::ZERO }
+    }
+}
+
+/// A train the caps admit: what the pacer sends and what admission accounts for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckedTrain {
+    pub design: TrainDesign,
+    pub schedule: Vec<TrainPacket>,
+    /// Offset of the last packet.
+    pub length: Dur,
+    pub bytes: Bytes,
+    /// Highest rate of any gap (later packet's size over the gap).
+    pub peak_rate: Rate,
+}
+
+/// Checks a verified client's train against the caps, with checked arithmetic on every
+/// product and sum of the received fields (nothing wraps into a cap), and returns the schedule
+/// the pacer will send. Each cap is checked on its own: packets, length (wall time), bytes,
+/// packet sizes, and the rate of every gap of the schedule as built (a gap that rounds to zero
+/// nanoseconds probes an unbounded rate and is refused).
+pub fn check_train(params: &TrainParams, config: &ServerConfig, overhead: u64) -> Result<CheckedTrain, Refusal> {
+    // Caps on the raw fields, before any arithmetic on them.
+    if params.count > config.max_packets {
+        return Err(Refusal::over(CapKind::Packets, config.max_packets as u64));
+    }
+    let max_len = config.max_train_length;
+    if params.spacing > max_len {
+        // The first gap alone (T_quick, or T_chirp for pathChirp) is longer than a train may be.
+        return Err(Refusal::over(CapKind::TrainLength, max_len.0));
+    }
+    let min_size = overhead + PROBE_HEADER_LEN as u64;
+    if (params.size as u64) < min_size {
+        return Err(Refusal::bad_design(Some(Cap { kind: CapKind::MinPacketSize, value: min_size })));
+    }
+    if params.size as u64 > config.max_size.0 {
+        return Err(Refusal::over(CapKind::PacketSize, config.max_size.0));
+    }
+    let design = params.design().map_err(|_| Refusal::bad_design(None))?;
+    if let TrainDesign::PathQuick(q) = &design {
+        // The core computes T_quick·(i-1) and P_1 + (i-1)·ΔP unchecked: bound them here first.
+        let gaps = q.n as u64 - 1;
+        let length = q.t_quick.0.checked_mul(gaps).filter(|&l| l <= max_len.0);
+        if length.is_none() {
+            return Err(Refusal::over(CapKind::TrainLength, max_len.0));
+        }
+        let p_n = q.delta_p.0.checked_mul(gaps).and_then(|x| x.checked_add(q.p_1.0));
+        if p_n.is_none_or(|p| p > config.max_size.0) {
+            return Err(Refusal::over(CapKind::PacketSize, config.max_size.0));
+        }
+    }
+    let schedule = design.schedule();
+    if schedule.len() != params.count as usize {
+        return Err(Refusal::bad_design(None));
+    }
+    // The schedule as the pacer will send it.
+    let mut bytes = 0u64;
+    let mut peak = 0u128;
+    for (k, p) in schedule.iter().enumerate() {
+        if p.size.0 < min_size {
+            return Err(Refusal::bad_design(Some(Cap { kind: CapKind::MinPacketSize, value: min_size })));
+        }
+        if p.size > config.max_size {
+            return Err(Refusal::over(CapKind::PacketSize, config.max_size.0));
+        }
+        bytes = bytes.checked_add(p.size.0).ok_or(Refusal::over(CapKind::TrainBytes, config.max_train_bytes.0))?;
+        if k > 0 {
+            let gap = p.offset.0.saturating_sub(schedule[k - 1].offset.0);
+            if gap == 0 {
+                return Err(Refusal::over(CapKind::Rate, config.max_rate.bps()));
+            }
+            peak = peak.max(p.size.0 as u128 * 8 * 1_000_000_000 / gap as u128);
+        }
+    }
+    let length = schedule.last().map_or(Dur::ZERO, |p| p.offset);
+    if length > max_len {
+        return Err(Refusal::over(CapKind::TrainLength, max_len.0));
+    }
+    if bytes > config.max_train_bytes.0 {
+        return Err(Refusal::over(CapKind::TrainBytes, config.max_train_bytes.0));
+    }
+    if peak > config.max_rate.bps() as u128 {
+        return Err(Refusal::over(CapKind::Rate, config.max_rate.bps()));
+    }
+    Ok(CheckedTrain { design, schedule, length, bytes: Bytes(bytes), peak_rate: Rate(peak as u64) })
+}
+
+/// How long past its declared length a train may run before it is expired: pacing under load
+/// slips (see the module doc), but a train that takes more than twice its length plus this is
+/// no longer a measurement.
+pub const EXPIRY_GRACE: Duration = Duration::from_secs(1);
+
+/// When an admitted train of `length` must be over at the latest.
+fn expires_at(admitted: Instant, length: Dur) -> Instant {
+    admitted + Duration::from_nanos(length.0).saturating_mul(2) + EXPIRY_GRACE
+}
+
+struct InFlight {
+    /// Identifies this admission (a client's next train has another).
+    serial: u64,
+    /// When the train is planned to be over (admission + declared length).
+    ends: Instant,
+    expires: Instant,
+    /// The train's highest gap rate, counted against [`ServerConfig::max_rate`] while in flight.
+    peak_rate: Rate,
+}
+
 /// Admission state, shared by the receive and pacing threads.
+///
+/// **The server's total rate.** [`ServerConfig::max_rate`] bounds each gap of each train and
+/// also the sum over clients: a train is admitted only if its highest gap rate plus those of
+/// the trains in flight stays within the cap; otherwise the client is told Busy (cap
+/// [`CapKind::TotalRate`]) with a retry time of when the first train in flight is planned to
+/// end. The pacer shifts the rest of a train after a packet more than 20 µs late, so a gap is
+/// at most 20 µs shorter than designed (2 % at a 1 ms gap); shifting after any lateness would
+/// lengthen loaded trains past the client's judging deadline.
+/// Admission rather than a token bucket over all probe bytes: a bucket would delay or drop the
+/// packets of a train already running, which changes the rates it probes (the measurement),
+/// while refusing at START leaves every admitted train exactly as designed. The price is that
+/// the sum of peaks is conservative (a PathQuick train sends at its peak only at its end).
 #[derive(Default)]
-struct Admission {
-    in_flight: HashSet<SocketAddr>,
+pub struct Admission {
+    in_flight: HashMap<SocketAddr, InFlight>,
     recent: HashMap<IpAddr, (Instant, u32)>,
+    serial: u64,
+}
+
+impl Admission {
+    /// Admits `train` for `peer` at `now` or says why not; returns the admission's serial, to
+    /// [`Admission::release`] it by. Trains past their expiry are forgotten first, so a client
+    /// whose train never ends cannot hold a slot.
+    pub fn admit(
+        &mut self,
+        peer: SocketAddr,
+        now: Instant,
+        train: &CheckedTrain,
+        config: &ServerConfig,
+    ) -> Result<u64, Refusal> {
+        self.in_flight.retain(|_, f| f.expires > now);
+        let busy = |cap| Refusal { reason: RejectReason::Busy, cap, retry_after: Duration::from_millis(500) };
+        if self.in_flight.contains_key(&peer) {
+            return Err(Refusal { reason: RejectReason::InFlight, ..busy(None) });
+        }
+        if self.in_flight.len() >= config.max_concurrent {
+            return Err(busy(Some(Cap { kind: CapKind::Clients, value: config.max_concurrent as u64 })));
+        }
+        // The server's total rate: the highest gap rates of all trains in flight add up to at
+        // most the cap (see [`Admission`]'s doc for why admission rather than a token bucket).
+        let total = self.in_flight.values().fold(train.peak_rate.bps(), |sum, f| sum.saturating_add(f.peak_rate.bps()));
+        if total > config.max_rate.bps() {
+            let first_end = self.in_flight.values().map(|f| f.ends).min().unwrap_or(now);
+            let wait = first_end.saturating_duration_since(now).max(Duration::from_millis(1));
+            return Err(Refusal {
+                retry_after: wait,
+                ..busy(Some(Cap { kind: CapKind::TotalRate, value: config.max_rate.bps() }))
+            });
+        }
+        if self.recent.len() > 10_000 {
+            let w = config.window;
+            self.recent.retain(|_, (t, _)| now.saturating_duration_since(*t) < w);
+        }
+        let entry = self.recent.entry(peer.ip()).or_insert((now, 0));
+        if now.saturating_duration_since(entry.0) >= config.window {
+            *entry = (now, 0);
+        }
+        if entry.1 >= config.trains_per_window {
+            return Err(Refusal {
+                reason: RejectReason::TooMany,
+                cap: Some(Cap { kind: CapKind::TrainsPerWindow, value: config.trains_per_window as u64 }),
+                retry_after: config.window.saturating_sub(now.saturating_duration_since(entry.0)),
+            });
+        }
+        entry.1 += 1;
+        self.serial += 1;
+        let ends = now + Duration::from_nanos(train.length.0);
+        let f =
+            InFlight { serial: self.serial, ends, expires: expires_at(now, train.length), peak_rate: train.peak_rate };
+        self.in_flight.insert(peer, f);
+        Ok(self.serial)
+    }
+
+    /// Frees `peer`'s slot if it still holds admission `serial`.
+    pub fn release(&mut self, peer: SocketAddr, serial: u64) {
+        if self.in_flight.get(&peer).is_some_and(|f| f.serial == serial) {
+            self.in_flight.remove(&peer);
+        }
+    }
+
+    /// Clients holding a slot.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
 }
 
 struct TrainJob {
     peer: SocketAddr,
     train: u32,
-    schedule: Vec<headroom_core::abw::TrainPacket>,
+    serial: u64,
+    schedule: Vec<TrainPacket>,
     overhead: u64,
+    expires: Instant,
 }
 
 /// A bound, not yet running server.
@@ -163,7 +422,10 @@ pub struct ServerHandle {
 }
 
 impl Server {
+    /// Binds the socket; caps that make no sense ([`ServerConfig::validate`]) are an
+    /// `InvalidInput` error.
     pub fn bind(addr: impl ToSocketAddrs, config: ServerConfig) -> io::Result<Server> {
+        config.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let sock = UdpSocket::bind(addr)?;
         Ok(Server { sock, config })
     }
@@ -175,6 +437,7 @@ impl Server {
     /// Starts the receive and pacing threads.
     pub fn spawn(self) -> io::Result<ServerHandle> {
         let local = self.sock.local_addr()?;
+        CookieKey::new()?;
         self.sock.set_read_timeout(Some(Duration::from_millis(50)))?;
         let stats = Arc::new(ServerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -239,31 +502,6 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Checks a verified client's train against the caps; returns the schedule or the reason.
-fn admit_design(params: &TrainParams, config: &ServerConfig, overhead: u64) -> Result<TrainDesign, RejectReason> {
-    let design = params.design().map_err(|_| RejectReason::BadDesign)?;
-    if params.count > config.max_packets {
-        return Err(RejectReason::OverCap);
-    }
-    let schedule = design.schedule();
-    let smallest = schedule.iter().map(|p| p.size).min().unwrap_or(Bytes::ZERO);
-    let largest = schedule.iter().map(|p| p.size).max().unwrap_or(Bytes::ZERO);
-    if smallest.0 < overhead + PROBE_HEADER_LEN as u64 {
-        return Err(RejectReason::BadDesign);
-    }
-    if largest > config.max_size
-        || design.train_length() > config.max_train_length
-        || design.bytes() > config.max_train_bytes
-    {
-        return Err(RejectReason::OverCap);
-    }
-    let top = headroom_core::abw::gap_rates(&schedule).into_iter().max().unwrap_or(Rate::ZERO);
-    if top > config.max_rate {
-        return Err(RejectReason::OverCap);
-    }
-    Ok(design)
-}
-
 fn receiver(
     sock: UdpSocket,
     config: ServerConfig,
@@ -272,7 +510,10 @@ fn receiver(
     stop: Arc<AtomicBool>,
     admission: Arc<Mutex<Admission>>,
 ) {
-    let key = CookieKey::new();
+    let key = match CookieKey::new() {
+        Ok(k) => k,
+        Err(_) => return, // spawn() checked the random source; nothing to serve without it
+    };
     let mut buf = vec![0u8; 65_536];
     let mut out = Vec::with_capacity(64);
     let bump = |c: &AtomicU64| c.fetch_add(1, Ordering::Relaxed);
@@ -310,45 +551,25 @@ fn receiver(
                     continue;
                 }
                 let overhead = ip_udp_overhead(peer.is_ipv6());
-                // For TooMany: when this client's window resets (else the fixed 500 ms).
-                let mut retry_after = Duration::from_millis(500);
-                let verdict = admit_design(&params, &config, overhead).and_then(|design| {
+                let now = Instant::now();
+                let verdict = check_train(&params, &config, overhead).and_then(|t| {
                     let mut adm = admission.lock().unwrap_or_else(|p| p.into_inner());
-                    if adm.in_flight.contains(&peer) {
-                        return Err(RejectReason::InFlight);
-                    }
-                    if adm.in_flight.len() >= config.max_concurrent {
-                        return Err(RejectReason::Busy);
-                    }
-                    let now = Instant::now();
-                    if adm.recent.len() > 10_000 {
-                        let w = config.window;
-                        adm.recent.retain(|_, (t, _)| now.duration_since(*t) < w);
-                    }
-                    let entry = adm.recent.entry(peer.ip()).or_insert((now, 0));
-                    if now.duration_since(entry.0) >= config.window {
-                        *entry = (now, 0);
-                    }
-                    if entry.1 >= config.trains_per_window {
-                        retry_after = config.window.saturating_sub(now.duration_since(entry.0));
-                        return Err(RejectReason::TooMany);
-                    }
-                    entry.1 += 1;
-                    adm.in_flight.insert(peer);
-                    Ok(design)
+                    adm.admit(peer, now, &t, &config).map(|serial| (t, serial))
                 });
                 match verdict {
-                    Ok(design) => {
+                    Ok((t, serial)) => {
                         bump(&stats.trains_started);
-                        let job = TrainJob { peer, train, schedule: design.schedule(), overhead };
+                        let expires = expires_at(now, t.length);
+                        let job = TrainJob { peer, train, serial, schedule: t.schedule, overhead, expires };
                         if jobs.send(job).is_err() {
                             return;
                         }
                     }
-                    Err(reason) => {
+                    Err(refusal) => {
                         bump(&stats.rejected);
-                        let retry_after_ms = retry_after.as_millis().clamp(1, u16::MAX as u128) as u16;
-                        Msg::Reject { train, reason, retry_after_ms }.encode(&mut out);
+                        let retry_after_ms = refusal.retry_after.as_millis().clamp(1, u16::MAX as u128) as u16;
+                        Msg::Reject { train, reason: refusal.reason, retry_after_ms, cap: refusal.cap }
+                            .encode(&mut out);
                         let _ = sock.send_to(&out, peer);
                     }
                 }
@@ -381,9 +602,6 @@ impl Active {
     }
 }
 
-/// Lateness from which the rest of a train is shifted rather than sent in a hurry.
-const SLIP_THRESHOLD: Duration = Duration::from_micros(20);
-
 fn pacer(
     sock: UdpSocket,
     jobs: Receiver<TrainJob>,
@@ -409,6 +627,18 @@ fn pacer(
         }
         while let Ok(job) = jobs.try_recv() {
             active.push(Active::new(job, Instant::now() + lead_in));
+        }
+        // Trains that outlived their declared length (twice over, plus a grace) end here.
+        let now = Instant::now();
+        let mut k = 0;
+        while k < active.len() {
+            if now > active[k].job.expires {
+                let done = active.swap_remove(k);
+                stats.trains_expired.fetch_add(1, Ordering::Relaxed);
+                finish(&sock, &mut out, done, &admission);
+            } else {
+                k += 1;
+            }
         }
         let Some((i, deadline)) = active.iter().enumerate().map(|(i, a)| (i, a.deadline())).min_by_key(|x| x.1) else {
             continue;
@@ -441,18 +671,158 @@ fn pacer(
         a.next += 1;
         if a.next == a.job.schedule.len() {
             let done = active.swap_remove(i);
-            Msg::End {
-                train: done.job.train,
-                sent: done.spacing.packets.min(u16::MAX as u32) as u16,
-                late: done.spacing.late.min(u16::MAX as u32) as u16,
-                spacing_err_mean_ns: done.spacing.mean_error().0.min(u32::MAX as u64) as u32,
-                spacing_err_max_ns: done.spacing.max_error_ns.min(u32::MAX as u64) as u32,
-            }
-            .encode(&mut out);
-            let _ = sock.send_to(&out, done.job.peer);
             stats.trains_completed.fetch_add(1, Ordering::Relaxed);
-            let mut adm = admission.lock().unwrap_or_else(|p| p.into_inner());
-            adm.in_flight.remove(&done.job.peer);
+            finish(&sock, &mut out, done, &admission);
         }
+    }
+}
+
+/// Lateness from which the rest of a train is shifted rather than sent in a hurry. A gap is
+/// thus never more than this shorter than designed.
+const SLIP_THRESHOLD: Duration = Duration::from_micros(20);
+
+/// Sends a train's END (what was sent, and how well paced) and frees its client's slot.
+fn finish(sock: &UdpSocket, out: &mut Vec<u8>, done: Active, admission: &Mutex<Admission>) {
+    Msg::End {
+        train: done.job.train,
+        sent: done.spacing.packets.min(u16::MAX as u32) as u16,
+        late: done.spacing.late.min(u16::MAX as u32) as u16,
+        spacing_err_mean_ns: done.spacing.mean_error().0.min(u32::MAX as u64) as u32,
+        spacing_err_max_ns: done.spacing.max_error_ns.min(u32::MAX as u64) as u32,
+    }
+    .encode(out);
+    let _ = sock.send_to(out, done.job.peer);
+    let mut adm = admission.lock().unwrap_or_else(|p| p.into_inner());
+    adm.release(done.job.peer, done.job.serial);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use headroom_core::abw::Method;
+
+    fn quick(spacing: u64, step: u32, size: u16, count: u16) -> TrainParams {
+        TrainParams { method: Method::PathQuick, spacing: Dur(spacing), step, size, count }
+    }
+
+    fn refused_by(p: &TrainParams, config: &ServerConfig) -> Option<CapKind> {
+        check_train(p, config, 28).err().and_then(|r| r.cap).map(|c| c.kind)
+    }
+
+    #[test]
+    fn wrapping_train_length_is_refused() {
+        let c = ServerConfig::default();
+        // 2^63·2 wraps to 0 in u64.
+        assert_eq!(refused_by(&quick(1 << 63, 12, 100, 3), &c), Some(CapKind::TrainLength));
+        // Just under the length cap, and just over it, by one nanosecond.
+        let len = c.max_train_length.0;
+        assert!(check_train(&quick(len / 2, 1, 100, 3), &c, 28).is_ok());
+        assert_eq!(refused_by(&quick(len / 2 + 1, 1, 100, 3), &c), Some(CapKind::TrainLength));
+        // ΔP·(N-1) beyond u64 is a size refusal, not a wrap.
+        assert_eq!(refused_by(&quick(1000, u32::MAX, 100, 3), &c), Some(CapKind::PacketSize));
+    }
+
+    #[test]
+    fn every_cap_refuses_on_its_own() {
+        let c = ServerConfig { max_packets: 100, ..ServerConfig::default() };
+        // 1 ms spacing, 48..1208 B.
+        let ok = quick(1_000_000, 40, 48, 30);
+        let t = check_train(&ok, &c, 28).unwrap();
+        assert_eq!(t.length, Dur::from_millis(29));
+        assert_eq!(t.schedule.len(), 30);
+        assert_eq!(t.peak_rate, Bytes(48 + 29 * 40).per(Dur::from_millis(1)));
+        assert_eq!(refused_by(&quick(1_000_000, 40, 48, 101), &c), Some(CapKind::Packets));
+        let c2 = ServerConfig { max_rate: Rate::from_mbps(9), ..c.clone() };
+        assert_eq!(refused_by(&ok, &c2), Some(CapKind::Rate));
+        let c3 = ServerConfig { max_train_bytes: Bytes(1000), ..c.clone() };
+        assert_eq!(refused_by(&ok, &c3), Some(CapKind::TrainBytes));
+        let c4 = ServerConfig { max_size: Bytes(1000), ..c.clone() };
+        assert_eq!(refused_by(&ok, &c4), Some(CapKind::PacketSize));
+        let c5 = ServerConfig { max_train_length: Dur::from_millis(20), ..c.clone() };
+        assert_eq!(refused_by(&ok, &c5), Some(CapKind::TrainLength));
+        assert_eq!(refused_by(&quick(1_000_000, 40, 47, 30), &c), Some(CapKind::MinPacketSize));
+    }
+
+    #[test]
+    fn chirp_gaps_that_round_to_zero_are_refused() {
+        // γ = 10 over 40 packets: the gaps shrink by 10× each and round to 0 ns.
+        let p =
+            TrainParams { method: Method::PathChirp, spacing: Dur(1_000_000), step: 10_000_000, size: 100, count: 40 };
+        let c = ServerConfig { max_rate: Rate(u64::MAX), ..ServerConfig::default() };
+        assert_eq!(refused_by(&p, &c), Some(CapKind::Rate));
+    }
+
+    #[test]
+    fn an_expired_train_frees_its_slot() {
+        let c = ServerConfig { max_concurrent: 1, ..ServerConfig::default() };
+        let t = check_train(&quick(1_000_000, 40, 48, 30), &c, 28).unwrap();
+        let (a, b): (SocketAddr, SocketAddr) = ("127.0.0.1:1".parse().unwrap(), "127.0.0.2:1".parse().unwrap());
+        let mut adm = Admission::default();
+        let t0 = Instant::now();
+        let sa = adm.admit(a, t0, &t, &c).unwrap();
+        let busy = adm.admit(b, t0 + Duration::from_millis(10), &t, &c).unwrap_err();
+        assert_eq!(busy.reason, RejectReason::Busy);
+        assert_eq!(busy.cap, Some(Cap { kind: CapKind::Clients, value: 1 }));
+        // `a`'s train never ended: after twice its length plus the grace, `b` gets the slot.
+        let later = expires_at(t0, t.length) + Duration::from_millis(1);
+        let sb = adm.admit(b, later, &t, &c).unwrap();
+        // `a`'s late release does not free `b`'s slot.
+        adm.release(a, sa);
+        assert_eq!(adm.in_flight(), 1);
+        adm.release(b, sb);
+        assert_eq!(adm.in_flight(), 0);
+    }
+
+    #[test]
+    fn the_sum_of_peak_rates_in_flight_is_capped() {
+        // 1 ms spacing, 48..1208 B: peak 9.664 Mbit/s; three fit under 30 Mbit/s, a fourth does not.
+        let c = ServerConfig { max_rate: Rate::from_mbps(30), ..ServerConfig::default() };
+        let t = check_train(&quick(1_000_000, 40, 48, 30), &c, 28).unwrap();
+        let mut adm = Admission::default();
+        let t0 = Instant::now();
+        let peers: Vec<SocketAddr> = (1..=4).map(|i| format!("127.0.0.{i}:9").parse().unwrap()).collect();
+        let serials: Vec<u64> = peers[..3].iter().map(|&p| adm.admit(p, t0, &t, &c).unwrap()).collect();
+        let r = adm.admit(peers[3], t0, &t, &c).unwrap_err();
+        assert_eq!(r.reason, RejectReason::Busy);
+        assert_eq!(r.cap, Some(Cap { kind: CapKind::TotalRate, value: 30_000_000 }));
+        // Retry when the first train in flight is planned to end (its 29 ms).
+        assert_eq!(r.retry_after, Duration::from_millis(29));
+        adm.release(peers[0], serials[0]);
+        assert!(adm.admit(peers[3], t0, &t, &c).is_ok());
+    }
+
+    #[test]
+    fn nonsensical_caps_are_refused_at_start() {
+        let bad = [
+            ServerConfig { max_rate: Rate::ZERO, ..ServerConfig::default() },
+            ServerConfig { max_concurrent: 0, ..ServerConfig::default() },
+            ServerConfig { trains_per_window: 0, ..ServerConfig::default() },
+            ServerConfig { max_size: Bytes(10), ..ServerConfig::default() },
+            ServerConfig { max_packets: 2, ..ServerConfig::default() },
+        ];
+        for c in bad {
+            let e = Server::bind("127.0.0.1:0", c.clone()).err().unwrap_or_else(|| panic!("{c:?} accepted"));
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        }
+        let e = ServerConfig { max_rate: Rate::ZERO, ..ServerConfig::default() }.validate().unwrap_err();
+        assert!(e.contains("--max-rate"), "{e}");
+        assert!(ServerConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn cookie_is_hmac_sha256() {
+        // Known answer from Python's hmac module: key 0..31, message 4 ‖ 127.0.0.1 ‖ port 7447
+        // ‖ nonce 42 ‖ epoch 3, all big-endian; first 16 bytes of the tag.
+        let key: [u8; 32] = std::array::from_fn(|i| i as u8);
+        let k = CookieKey::with_key(key);
+        let c = k.cookie_at("127.0.0.1:7447".parse().unwrap(), 42, 3);
+        let hex: String = c.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "be8f57dd9662d9f918005bbed8e34eea");
+        // Two servers' keys differ (OS randomness), so their cookies do.
+        let (a, b) = (CookieKey::new().unwrap(), CookieKey::new().unwrap());
+        let peer = "127.0.0.1:1".parse().unwrap();
+        assert_ne!(a.cookie(peer, 1), b.cookie(peer, 1));
+        assert!(a.valid(peer, 1, &a.cookie(peer, 1)));
+        assert!(!a.valid(peer, 2, &a.cookie(peer, 1)));
     }
 }

@@ -16,7 +16,8 @@
 //!                                     zero padding to the packet's size (20-byte header)
 //! type 5 END        server → client   train u32, sent u16, late u16, spacing_err_mean_ns u32,
 //!                                     spacing_err_max_ns u32                 (20 bytes)
-//! type 6 REJECT     server → client   train u32, reason u8, retry_after_ms u16 (11 bytes)
+//! type 6 REJECT     server → client   train u32, reason u8, retry_after_ms u16, and when a cap
+//!                                     refused: cap u8 (wire::CapKind), value u64 (11 or 20 bytes)
 //! ```
 //!
 //! The server answers an unverified address only with a CHALLENGE, never larger than the HELLO
@@ -24,7 +25,7 @@
 //! valid cookie in a START.
 
 use headroom_core::abw::{ChirpDesign, DesignError, Method, QuickDesign, TrainDesign};
-use headroom_core::units::{Bytes, Dur};
+use headroom_core::units::{Bytes, Dur, Rate};
 
 pub const MAGIC: [u8; 2] = *b"HR";
 pub const VERSION: u8 = 1;
@@ -34,6 +35,8 @@ pub const START_LEN: usize = 49;
 pub const PROBE_HEADER_LEN: usize = 20;
 pub const END_LEN: usize = 20;
 pub const REJECT_LEN: usize = 11;
+/// A REJECT that names the cap that refused.
+pub const REJECT_CAP_LEN: usize = 20;
 
 /// Why the server refused a train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +72,62 @@ impl RejectReason {
             RejectReason::TooMany => "too many trains from this client recently",
             RejectReason::BadDesign => "server found the train parameters invalid",
             RejectReason::InFlight => "a train to this client is already in flight",
+        }
+    }
+}
+
+/// A limit of the server, named in a refusal with its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapKind {
+    /// Highest rate one gap of a train may probe (bit/s).
+    Rate = 1,
+    /// Sum of the highest rates of all trains in flight (bit/s).
+    TotalRate = 2,
+    /// Largest probe packet, IP level (bytes).
+    PacketSize = 3,
+    /// Smallest probe packet, IP level: IP and UDP headers plus the PROBE header (bytes).
+    MinPacketSize = 4,
+    /// Packets of one train.
+    Packets = 5,
+    /// Time from a train's first to its last packet (ns).
+    TrainLength = 6,
+    /// Bytes of one train, IP level.
+    TrainBytes = 7,
+    /// Clients with a train in flight at once.
+    Clients = 8,
+    /// Trains per client IP per window.
+    TrainsPerWindow = 9,
+}
+
+impl CapKind {
+    pub fn from_u8(v: u8) -> Option<CapKind> {
+        use CapKind::*;
+        [Rate, TotalRate, PacketSize, MinPacketSize, Packets, TrainLength, TrainBytes, Clients, TrainsPerWindow]
+            .into_iter()
+            .find(|k| *k as u8 == v)
+    }
+}
+
+/// The cap that refused a train and its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cap {
+    pub kind: CapKind,
+    pub value: u64,
+}
+
+impl std::fmt::Display for Cap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.value;
+        match self.kind {
+            CapKind::Rate => write!(f, "highest probed rate {}", Rate(v)),
+            CapKind::TotalRate => write!(f, "total sending rate of all trains in flight {}", Rate(v)),
+            CapKind::PacketSize => write!(f, "largest packet {v} B"),
+            CapKind::MinPacketSize => write!(f, "smallest packet {v} B (headers)"),
+            CapKind::Packets => write!(f, "{v} packets per train"),
+            CapKind::TrainLength => write!(f, "train length {}", Dur(v)),
+            CapKind::TrainBytes => write!(f, "{v} B per train"),
+            CapKind::Clients => write!(f, "{v} clients at once"),
+            CapKind::TrainsPerWindow => write!(f, "{v} trains per client per window"),
         }
     }
 }
@@ -147,7 +206,7 @@ pub enum Msg {
     Start { nonce: u64, cookie: [u8; 16], train: u32, params: TrainParams },
     Probe { train: u32, index: u16, count: u16, send_offset_ns: u64 },
     End { train: u32, sent: u16, late: u16, spacing_err_mean_ns: u32, spacing_err_max_ns: u32 },
-    Reject { train: u32, reason: RejectReason, retry_after_ms: u16 },
+    Reject { train: u32, reason: RejectReason, retry_after_ms: u16, cap: Option<Cap> },
 }
 
 /// Why a datagram was not understood.
@@ -232,11 +291,19 @@ impl Msg {
                 spacing_err_mean_ns: r.u32()?,
                 spacing_err_max_ns: r.u32()?,
             },
-            6 => Msg::Reject {
-                train: r.u32()?,
-                reason: RejectReason::from_u8(r.u8()?).ok_or(Malformed("unknown reject reason"))?,
-                retry_after_ms: r.u16()?,
-            },
+            6 => {
+                let train = r.u32()?;
+                let reason = RejectReason::from_u8(r.u8()?).ok_or(Malformed("unknown reject reason"))?;
+                let retry_after_ms = r.u16()?;
+                // Version-1 servers before the cap field send 11 bytes.
+                let cap = if b.len() >= REJECT_CAP_LEN {
+                    let kind = CapKind::from_u8(r.u8()?).ok_or(Malformed("unknown cap"))?;
+                    Some(Cap { kind, value: r.u64()? })
+                } else {
+                    None
+                };
+                Msg::Reject { train, reason, retry_after_ms, cap }
+            }
             _ => return Err(Malformed("unknown message type")),
         };
         Ok(m)
@@ -289,11 +356,15 @@ impl Msg {
                 out.extend_from_slice(&spacing_err_mean_ns.to_be_bytes());
                 out.extend_from_slice(&spacing_err_max_ns.to_be_bytes());
             }
-            Msg::Reject { train, reason, retry_after_ms } => {
+            Msg::Reject { train, reason, retry_after_ms, cap } => {
                 header(out, 6);
                 out.extend_from_slice(&train.to_be_bytes());
                 out.push(*reason as u8);
                 out.extend_from_slice(&retry_after_ms.to_be_bytes());
+                if let Some(c) = cap {
+                    out.push(c.kind as u8);
+                    out.extend_from_slice(&c.value.to_be_bytes());
+                }
             }
         }
     }
@@ -352,7 +423,16 @@ mod tests {
             (Msg::Start { nonce: 7, cookie: [1; 16], train: 3, params }, START_LEN),
             (Msg::Probe { train: 3, index: 4, count: 28, send_offset_ns: 99 }, PROBE_HEADER_LEN),
             (Msg::End { train: 3, sent: 28, late: 1, spacing_err_mean_ns: 5, spacing_err_max_ns: 50 }, END_LEN),
-            (Msg::Reject { train: 3, reason: RejectReason::Busy, retry_after_ms: 100 }, REJECT_LEN),
+            (Msg::Reject { train: 3, reason: RejectReason::Busy, retry_after_ms: 100, cap: None }, REJECT_LEN),
+            (
+                Msg::Reject {
+                    train: 3,
+                    reason: RejectReason::OverCap,
+                    retry_after_ms: 0,
+                    cap: Some(Cap { kind: CapKind::TrainLength, value: u64::MAX }),
+                },
+                REJECT_CAP_LEN,
+            ),
         ];
         let mut buf = Vec::new();
         for (m, len) in msgs {

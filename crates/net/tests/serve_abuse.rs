@@ -1,0 +1,153 @@
+//! `headroom serve` under abuse by clients that passed the cookie check (loopback only).
+//! Every loop is bounded in count and time.
+
+use headroom_core::abw::{Method, QuickDesign, TrainDesign};
+use headroom_core::units::{Bytes, Dur, Rate};
+use headroom_net::wire::{Cap, CapKind, Msg, RejectReason, TrainParams};
+use headroom_net::{estimate_addr, EstimateOptions, ProbeError, Server, ServerConfig, ServerHandle};
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+fn serve(config: ServerConfig) -> ServerHandle {
+    Server::bind("127.0.0.1:0", config).unwrap().spawn().unwrap()
+}
+
+/// A verified client: a socket that completed the handshake, with its nonce and cookie.
+struct Verified {
+    sock: UdpSocket,
+    nonce: u64,
+    cookie: [u8; 16],
+}
+
+fn handshake(server: SocketAddr, nonce: u64) -> Verified {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(server).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut out = Vec::new();
+    Msg::Hello { nonce }.encode(&mut out);
+    sock.send(&out).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = sock.recv(&mut buf).expect("challenge");
+    match Msg::decode(&buf[..n]).unwrap() {
+        Msg::Challenge { nonce: got, cookie, .. } if got == nonce => Verified { sock, nonce, cookie },
+        other => panic!("expected a challenge, got {other:?}"),
+    }
+}
+
+/// Sends START and returns the first answer (PROBE, END or REJECT) within `wait`, if any.
+fn start(v: &Verified, train: u32, params: TrainParams, wait: Duration) -> Option<Msg> {
+    let mut out = Vec::new();
+    Msg::Start { nonce: v.nonce, cookie: v.cookie, train, params }.encode(&mut out);
+    v.sock.send(&out).unwrap();
+    v.sock.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = v.sock.recv(&mut buf).ok()?;
+    Msg::decode(&buf[..n]).ok()
+}
+
+fn small_train() -> TrainDesign {
+    TrainDesign::PathQuick(QuickDesign { t_quick: Dur::from_millis(2), p_1: Bytes(48), delta_p: Bytes(40), n: 30 })
+}
+
+/// The attack: T_quick = 2^63 ns, N = 3. `T_quick·(N-1)` wraps to 0 in u64, so the
+/// train passed the length and rate caps and its second packet was scheduled 292 years out;
+/// `max_clients` such trains locked every later client out.
+#[test]
+fn huge_spacing_is_refused_and_cannot_lock_clients_out() {
+    let server = serve(ServerConfig { max_concurrent: 4, ..ServerConfig::default() });
+    let addr = server.local_addr();
+    let evil = TrainParams { method: Method::PathQuick, spacing: Dur(1 << 63), step: 12, size: 100, count: 3 };
+    for i in 0..8u64 {
+        let v = handshake(addr, 1000 + i);
+        match start(&v, i as u32, evil, Duration::from_secs(1)) {
+            // The REJECT names the cap that refused and its value.
+            Some(Msg::Reject { reason: RejectReason::OverCap, cap: Some(c), .. }) => {
+                assert_eq!(c, Cap { kind: CapKind::TrainLength, value: Dur::from_secs(2).0 });
+            }
+            other => panic!("START {i} with T_quick = 2^63 ns: expected an over-cap REJECT, got {other:?}"),
+        }
+    }
+    let opts =
+        EstimateOptions { design: Some(small_train()), timeout: Duration::from_secs(2), ..EstimateOptions::default() };
+    let e = estimate_addr(addr, &opts);
+    assert!(e.is_ok(), "a well-behaved client after the attack: {e:?}");
+}
+
+/// The same attack with every spacing from 2^40 ns up, and N at its u16 maximum: each product
+/// and sum on the received fields must be checked, none may wrap into the caps.
+#[test]
+fn wrapping_products_are_refused() {
+    let server = serve(ServerConfig { max_concurrent: 2, ..ServerConfig::default() });
+    let addr = server.local_addr();
+    let mut nonce = 5000;
+    for (spacing, step, size, count) in [
+        (u64::MAX, 1, 100, 3),
+        (1u64 << 62, 1, 100, 5),
+        (u64::MAX / 2 + 1, u32::MAX, u16::MAX, u16::MAX),
+        (1_000_000, u32::MAX, 100, 3), // P_N = 100 + 2·(2^32-1) wraps in u32 but not u64: over the size cap
+    ] {
+        nonce += 1;
+        let v = handshake(addr, nonce);
+        let p = TrainParams { method: Method::PathQuick, spacing: Dur(spacing), step, size, count };
+        match start(&v, 1, p, Duration::from_secs(1)) {
+            Some(Msg::Reject { reason: RejectReason::OverCap, .. }) => {}
+            other => panic!("{p:?}: expected an over-cap REJECT, got {other:?}"),
+        }
+    }
+    let opts = EstimateOptions { design: Some(small_train()), ..EstimateOptions::default() };
+    match estimate_addr(addr, &opts) {
+        Ok(_) => {}
+        Err(e @ ProbeError::Rejected { .. }) => panic!("locked out: {e}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `--max-rate` bounds the server's total sending rate, not only each train's: trains whose
+/// peak rates add up past the cap are not in flight at once.
+#[test]
+fn total_rate_across_clients_is_capped() {
+    // 4.8 Mbit/s peak each (small_train), 10 Mbit/s cap: two fit, a third does not.
+    let server = serve(ServerConfig { max_rate: Rate::from_mbps(10), ..ServerConfig::default() });
+    let addr = server.local_addr();
+    let params = TrainParams::from_design(&small_train()).unwrap();
+    let clients: Vec<Verified> = (0..3).map(|i| handshake(addr, 9000 + i)).collect();
+    let mut out = Vec::new();
+    for (i, v) in clients.iter().enumerate() {
+        Msg::Start { nonce: v.nonce, cookie: v.cookie, train: i as u32, params }.encode(&mut out);
+        v.sock.send(&out).unwrap();
+    }
+    let first = |v: &Verified| {
+        v.sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut buf = [0u8; 2048];
+        let n = v.sock.recv(&mut buf).ok()?;
+        Msg::decode(&buf[..n]).ok()
+    };
+    let answers: Vec<Option<Msg>> = clients.iter().map(first).collect();
+    assert!(matches!(answers[0], Some(Msg::Probe { .. })), "{:?}", answers[0]);
+    assert!(matches!(answers[1], Some(Msg::Probe { .. })), "{:?}", answers[1]);
+    match &answers[2] {
+        Some(Msg::Reject { reason: RejectReason::Busy, retry_after_ms, .. }) => {
+            assert!(*retry_after_ms > 0 && *retry_after_ms <= 100, "retry after {retry_after_ms} ms");
+        }
+        other => panic!("third train at 14.4 Mbit/s total against 10 Mbit/s: expected Busy, got {other:?}"),
+    }
+    // Once the first two are over, the third client is served.
+    std::thread::sleep(Duration::from_millis(150));
+    match start(&clients[2], 7, params, Duration::from_secs(1)) {
+        Some(Msg::Probe { .. }) => {}
+        other => panic!("after the others ended: {other:?}"),
+    }
+}
+
+/// The client says which cap refused, with its value.
+#[test]
+fn the_client_names_the_refusing_cap() {
+    let server = serve(ServerConfig { max_rate: Rate::from_mbps(5), ..ServerConfig::default() });
+    match estimate_addr(server.local_addr(), &EstimateOptions::default()) {
+        Err(e @ ProbeError::Rejected { cap: Some(Cap { kind: CapKind::Rate, value: 5_000_000 }), .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("highest probed rate 5"), "{text}");
+        }
+        other => panic!("expected a rate-cap refusal, got {other:?}"),
+    }
+}
