@@ -3,6 +3,7 @@
 //! download times) and `flows.csv`. Every number is formatted deterministically, so the same
 //! scenario and seed give byte-identical files.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -56,12 +57,23 @@ pub fn trace_csv(w: &World) -> String {
             s,
             "{:.6},{},{},{}",
             row.time.as_secs_f64(),
-            w.series[row.series as usize],
+            csv_field(&w.series[row.series as usize]),
             row.metric.name(),
             fmt_value(row.value)
         );
     }
     s
+}
+
+/// A text field of a CSV row, quoted as RFC 4180 says when it holds a comma, a double quote or a
+/// line break (a quote is doubled); every other name is written as it is, so outputs of scenarios
+/// with plain names do not change. Every CSV this module writes passes its names through here.
+pub fn csv_field(text: &str) -> Cow<'_, str> {
+    if text.contains([',', '"', '\n', '\r']) {
+        Cow::Owned(format!("\"{}\"", text.replace('"', "\"\"")))
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 fn fmt_value(v: f64) -> String {
@@ -77,7 +89,7 @@ pub fn pages_csv(r: &Report) -> String {
     let mut s = String::from("flow,start_s,download_time_s\n");
     for f in r.flows.iter().filter(|f| f.kind == FlowKind::Web) {
         for (t, d) in &f.page_times {
-            let _ = writeln!(s, "{},{:.6},{:.6}", f.name, t.as_secs_f64(), d.as_secs_f64());
+            let _ = writeln!(s, "{},{:.6},{:.6}", csv_field(&f.name), t.as_secs_f64(), d.as_secs_f64());
         }
     }
     s
@@ -90,7 +102,7 @@ pub fn flows_csv(r: &Report) -> String {
         let _ = writeln!(
             s,
             "{},{},{},{:.6},{},{},{},{},{},{},{},{},{}",
-            f.name,
+            csv_field(&f.name),
             f.kind.name(),
             f.cc.as_deref().unwrap_or(""),
             f.throughput_mbps,
@@ -116,7 +128,7 @@ pub fn estimates_csv(w: &World) -> String {
             s,
             "{:.6},{},{},{},{},{},{},{:.6},{}",
             e.time.as_secs_f64(),
-            w.stats[e.stat as usize].name,
+            csv_field(&w.stats[e.stat as usize].name),
             e.method.name(),
             e.verdict.name(),
             e.value.map_or(String::new(), |v| v.0.to_string()),
@@ -165,5 +177,14 @@ mod tests {
         let csv = super::flows_csv(&w.report());
         assert!(csv.contains("\nMyTcpFlow,tcp,newreno,"), "{csv}");
         assert!(csv.contains("\nUdpWebProbe,udp,,"), "{csv}");
+    }
+
+    #[test]
+    fn csv_fields_with_separators_are_quoted_and_plain_ones_are_not() {
+        use super::csv_field;
+        assert_eq!(csv_field("short-rtt"), "short-rtt");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
     }
 }
