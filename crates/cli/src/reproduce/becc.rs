@@ -40,8 +40,13 @@ const FIG11: &str = include_str!("../../../../scenarios/becc/fig11.toml");
 const FIG12: &str = include_str!("../../../../scenarios/becc/fig12.toml");
 const FIG13: &str = include_str!("../../../../scenarios/becc/fig13.toml");
 
-/// One sweep point: maximum window (KB), throughput per controller (Mb/s), timeouts per controller.
-type SweepRow = (f64, Vec<f64>, Vec<u64>);
+/// One sweep point: the maximum window, and per controller (in the order asked for) the flow's
+/// throughput and retransmission timeouts.
+struct SweepRow {
+    max_window_kb: f64,
+    throughput_mbps: Vec<f64>,
+    timeouts: Vec<u64>,
+}
 
 fn kb(v: &toml::Value) -> f64 {
     headroom_core::units::parse_bytes(&sweep::label(v)).map(|b| b.0 as f64 / 1000.0).unwrap_or(f64::NAN)
@@ -51,19 +56,33 @@ fn kb(v: &toml::Value) -> f64 {
 fn window_sweep(src: &str, origin: &str, ccs: &[&str]) -> Result<Vec<SweepRow>> {
     let sc = Scenario::parse(src, origin)?;
     let Some(sw) = sc.sweep else { bail!("{origin}: no [sweep]") };
-    let mut rows: Vec<SweepRow> = sw.values.iter().map(|v| (kb(v), Vec::new(), Vec::new())).collect();
+    let mut rows: Vec<SweepRow> = sw
+        .values
+        .iter()
+        .map(|v| SweepRow { max_window_kb: kb(v), throughput_mbps: Vec::new(), timeouts: Vec::new() })
+        .collect();
+    // The file names Reno; each controller is swapped in for it, and every run is checked to
+    // have run that controller, so an edited file can never make it compare Reno with Reno.
+    let reno = "cc = \"reno\"";
+    if src.matches(reno).count() != sc.tcp.len() || sc.tcp.is_empty() {
+        bail!("{origin}: expected every [[tcp]] entry to say `{reno}` (the controller this experiment swaps)");
+    }
     for cc in ccs {
-        let text = src.replace("cc = \"reno\"", &format!("cc = \"{cc}\""));
+        let text = src.replace(reno, &format!("cc = \"{cc}\""));
         for (i, p) in sweep::run(&text, origin, &sw.key, &sw.values, None)?.into_iter().enumerate() {
-            rows[i].1.push(p.report.flows[0].throughput_mbps);
-            rows[i].2.push(p.report.flows[0].timeouts);
+            let flow = &p.report.flows[0];
+            if flow.cc.as_deref() != Some(cc) {
+                bail!("{origin}: asked for {cc}, the run used {:?}", flow.cc);
+            }
+            rows[i].throughput_mbps.push(flow.throughput_mbps);
+            rows[i].timeouts.push(flow.timeouts);
         }
     }
     Ok(rows)
 }
 
 fn mean_where(rows: &[SweepRow], k: usize, keep: impl Fn(f64) -> bool) -> f64 {
-    let v: Vec<f64> = rows.iter().filter(|r| keep(r.0)).map(|r| r.1[k]).collect();
+    let v: Vec<f64> = rows.iter().filter(|r| keep(r.max_window_kb)).map(|r| r.throughput_mbps[k]).collect();
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
@@ -74,9 +93,9 @@ fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[&str], rows: &[SweepR
     }
     csv.push('\n');
     for r in rows {
-        let _ = write!(csv, "{}", r.0);
+        let _ = write!(csv, "{}", r.max_window_kb);
         for k in 0..ccs.len() {
-            let _ = write!(csv, ",{:.3},{}", r.1[k], r.2[k]);
+            let _ = write!(csv, ",{:.3},{}", r.throughput_mbps[k], r.timeouts[k]);
         }
         csv.push('\n');
     }
@@ -90,7 +109,7 @@ fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[&str], rows: &[SweepR
             .enumerate()
             .map(|(k, cc)| Series {
                 label: cc.to_string(),
-                points: rows.iter().map(|r| (r.0, r.1[k])).collect(),
+                points: rows.iter().map(|r| (r.max_window_kb, r.throughput_mbps[k])).collect(),
                 markers_only: false,
             })
             .collect(),
@@ -233,4 +252,24 @@ fn becc_fig13(dir: &Path) -> Result<String> {
         r.flows[0].timeouts, r.flows[1].timeouts
     );
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_sweep_runs_the_controllers_it_names_or_fails() {
+        let origin = "scenarios/becc/fig2.toml";
+        let rows = window_sweep(FIG2, origin, &["reno", "becc"]).unwrap();
+        assert!(!rows.is_empty());
+        assert!(rows.iter().all(|r| r.throughput_mbps.len() == 2 && r.timeouts.len() == 2));
+        // BECC's bandwidth window changes the result somewhere in the sweep (not Reno twice).
+        assert!(rows.iter().any(|r| r.throughput_mbps[0] != r.throughput_mbps[1]));
+        // A file whose flow no longer says `cc = "reno"` is refused instead of comparing
+        // the same controller with itself.
+        let edited = FIG2.replace("cc = \"reno\"", "cc = \"newreno\"");
+        let err = window_sweep(&edited, origin, &["reno", "becc"]).err().expect("refused");
+        assert!(err.to_string().contains("swaps"), "{err}");
+    }
 }

@@ -624,7 +624,7 @@ fn imtcp_fig13(dir: &Path) -> Result<String> {
         for n in totals {
             let half = n / 2;
             let src = with(FIG13, origin, "interval_rtts = 0.0", &format!("interval_rtts = {iv:.1}"))?;
-            let src = src.replace("count = 5\n", &format!("count = {half}\n"));
+            let src = with(&src, origin, "count = 5\n", &format!("count = {half}\n"))?;
             let mut ratios = Vec::new();
             for seed in seeds {
                 let (_, r) = run_quiet(&with(&src, origin, "seed = 1\n", &format!("seed = {seed}\n"))?, origin)?;
