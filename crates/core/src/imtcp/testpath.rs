@@ -4,6 +4,7 @@
 //! with backlog `Q(t)` leaves at `t + (Q(t) + L) / C`; between packets the backlog drains at
 //! `C - X` (or grows at `X - C`).
 
+use crate::rng::Rng;
 use crate::units::{Bytes, Dur, Time};
 
 pub(crate) struct FluidPath {
@@ -24,26 +25,14 @@ pub(crate) struct FluidPath {
 /// Poisson cross traffic with the simple Internet packet-size mix (7/12 of 40 B, 4/12 of
 /// 576 B, 1/12 of 1500 B; mean 340 B).
 pub(crate) struct CrossPackets {
-    state: u64,
+    rng: Rng,
     next: f64,
 }
 
 impl CrossPackets {
-    fn uniform(&mut self) -> f64 {
-        self.state ^= self.state << 13;
-        self.state ^= self.state >> 7;
-        self.state ^= self.state << 17;
-        ((self.state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
+    /// An Internet-mix size (40, 576 and 1500 bytes in the ratio 7:4:1), in bits.
     fn size_bits(&mut self) -> f64 {
-        let u = self.uniform() * 12.0;
-        8.0 * if u < 7.0 {
-            40.0
-        } else if u < 11.0 {
-            576.0
-        } else {
-            1500.0
-        }
+        8.0 * self.rng.weighted(&[(40.0, 7), (576.0, 4), (1500.0, 1)]).unwrap_or(1500.0)
     }
 }
 
@@ -62,7 +51,7 @@ impl FluidPath {
 
     /// The same path with packet cross traffic of the same mean rate (seeded).
     pub fn with_packet_cross(mut self, seed: u64) -> FluidPath {
-        self.packets = Some(CrossPackets { state: seed.wrapping_mul(0x9E3779B97F4A7C15) | 1, next: 0.0 });
+        self.packets = Some(CrossPackets { rng: Rng::new(seed), next: 0.0 });
         self
     }
 
@@ -76,7 +65,7 @@ impl FluidPath {
                 self.backlog += cp.size_bits();
                 last = cp.next.max(last);
                 let rate = self.cross / mean_bits;
-                cp.next += if rate > 0.0 { -cp.uniform().ln() / rate } else { f64::INFINITY };
+                cp.next += if rate > 0.0 { cp.rng.exponential(1.0 / rate) } else { f64::INFINITY };
             }
             self.backlog = (self.backlog - self.capacity * (now - last).max(0.0)).max(0.0);
             self.last = self.last.max(t);
