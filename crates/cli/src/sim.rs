@@ -1,5 +1,6 @@
 //! `headroom sim run|sweep|bench`: the simulator's front end.
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -77,32 +78,37 @@ fn load(file: &Path) -> Result<(String, Scenario)> {
     Ok((src, sc))
 }
 
-/// Runs the world to its end, drawing a progress bar on a terminal once a run passes ~1 s.
+/// Runs the world to its end, drawing a progress bar (indicatif) on a terminal once a run passes
+/// ~1 s; nothing is drawn when stdout or stderr is not a terminal, so files and pipes see only the
+/// results.
 pub fn run_with_progress(w: &mut World) {
     let started = Instant::now();
     let end = w.end;
     let steps = 200u64;
     let tty = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
-    let mut drawn = false;
+    let mut bar: Option<ProgressBar> = None;
     for k in 1..=steps {
         w.run_until(Time(end.0 / steps * k));
         if tty && started.elapsed().as_secs_f64() > 1.0 {
-            let frac = k as f64 / steps as f64;
-            let filled = (frac * 40.0) as usize;
-            eprint!(
-                "\r[{}{}] {:>5.1}%  {:.1}/{:.1} s simulated",
-                "#".repeat(filled),
-                " ".repeat(40 - filled),
-                frac * 100.0,
+            let b = bar.get_or_insert_with(|| {
+                let b = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
+                b.set_style(
+                    ProgressStyle::with_template("[{bar:40}] {msg}").expect("a valid template").progress_chars("#> "),
+                );
+                b
+            });
+            b.set_position(k);
+            b.set_message(format!(
+                "{:>5.1}%  {:.1}/{:.1} s simulated",
+                k as f64 / steps as f64 * 100.0,
                 w.now().as_secs_f64(),
                 end.as_secs_f64()
-            );
-            drawn = true;
+            ));
         }
     }
     w.run();
-    if drawn {
-        eprintln!();
+    if let Some(b) = bar {
+        b.finish();
     }
 }
 
