@@ -98,6 +98,9 @@ pub struct ServeArgs {
     /// Clients served at once.
     #[arg(long, default_value_t = 64)]
     pub max_clients: usize,
+    /// One line on stderr per client session: address, method, packets, how the train ended.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// Trains per client IP per 10 s.
     #[arg(long, default_value_t = 50)]
     pub trains_per_10s: u32,
@@ -312,6 +315,7 @@ pub fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         max_concurrent: a.max_clients,
         trains_per_window: a.trains_per_10s,
         window: Duration::from_secs(10),
+        log_sessions: a.verbose,
         ..ServerConfig::default()
     };
     config.validate().map_err(|e| anyhow!("serve: {e}"))?;

@@ -30,7 +30,7 @@
 
 use crate::timing::{wait_until, SpacingStats};
 use crate::wire::{encode_probe, ip_udp_overhead, Cap, CapKind, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
-use headroom_core::abw::{TrainDesign, TrainPacket};
+use headroom_core::abw::{Method, TrainDesign, TrainPacket};
 use headroom_core::units::{Bytes, Dur, Rate};
 use std::collections::HashMap;
 use std::io;
@@ -57,6 +57,9 @@ pub struct ServerConfig {
     pub window: Duration,
     /// Clients with a train in flight at once.
     pub max_concurrent: usize,
+    /// One line on stderr per client session (`headroom serve -v`): the client's address, the
+    /// train's method and packets, and how it ended (sent, expired, or refused and why).
+    pub log_sessions: bool,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +73,7 @@ impl Default for ServerConfig {
             trains_per_window: 50,
             window: Duration::from_secs(10),
             max_concurrent: 64,
+            log_sessions: false,
         }
     }
 }
@@ -401,6 +405,7 @@ impl Admission {
 struct TrainJob {
     peer: SocketAddr,
     train: u32,
+    method: Method,
     serial: u64,
     schedule: Vec<TrainPacket>,
     overhead: u64,
@@ -447,10 +452,11 @@ impl Server {
         let mut threads = Vec::new();
         {
             let (stats, stop, admission) = (stats.clone(), stop.clone(), admission.clone());
+            let log = self.config.log_sessions;
             threads.push(
                 std::thread::Builder::new()
                     .name("headroom-pacer".into())
-                    .spawn(move || pacer(pacer_sock, jobs_rx, stats, stop, admission))?,
+                    .spawn(move || pacer(pacer_sock, jobs_rx, stats, stop, admission, log))?,
             );
         }
         {
@@ -560,13 +566,29 @@ fn receiver(
                     Ok((t, serial)) => {
                         bump(&stats.trains_started);
                         let expires = expires_at(now, t.length);
-                        let job = TrainJob { peer, train, serial, schedule: t.schedule, overhead, expires };
+                        let job = TrainJob {
+                            peer,
+                            train,
+                            method: params.method,
+                            serial,
+                            schedule: t.schedule,
+                            overhead,
+                            expires,
+                        };
                         if jobs.send(job).is_err() {
                             return;
                         }
                     }
                     Err(refusal) => {
                         bump(&stats.rejected);
+                        if config.log_sessions {
+                            let cap = refusal.cap.map_or(String::new(), |c| format!(" (cap: {c})"));
+                            eprintln!(
+                                "session {peer} train {train}: {} refused: {}{cap}",
+                                params.method,
+                                refusal.reason.describe()
+                            );
+                        }
                         let retry_after_ms = refusal.retry_after.as_millis().clamp(1, u16::MAX as u128) as u16;
                         Msg::Reject { train, reason: refusal.reason, retry_after_ms, cap: refusal.cap }
                             .encode(&mut out);
@@ -608,6 +630,7 @@ fn pacer(
     stats: Arc<ServerStats>,
     stop: Arc<AtomicBool>,
     admission: Arc<Mutex<Admission>>,
+    log: bool,
 ) {
     crate::timing::reduce_timer_slack();
     let mut active: Vec<Active> = Vec::new();
@@ -635,7 +658,7 @@ fn pacer(
             if now > active[k].job.expires {
                 let done = active.swap_remove(k);
                 stats.trains_expired.fetch_add(1, Ordering::Relaxed);
-                finish(&sock, &mut out, done, &admission);
+                finish(&sock, &mut out, done, &admission, log.then_some("expired"));
             } else {
                 k += 1;
             }
@@ -672,7 +695,7 @@ fn pacer(
         if a.next == a.job.schedule.len() {
             let done = active.swap_remove(i);
             stats.trains_completed.fetch_add(1, Ordering::Relaxed);
-            finish(&sock, &mut out, done, &admission);
+            finish(&sock, &mut out, done, &admission, log.then_some("sent"));
         }
     }
 }
@@ -681,8 +704,22 @@ fn pacer(
 /// thus never more than this shorter than designed.
 const SLIP_THRESHOLD: Duration = Duration::from_micros(20);
 
-/// Sends a train's END (what was sent, and how well paced) and frees its client's slot.
-fn finish(sock: &UdpSocket, out: &mut Vec<u8>, done: Active, admission: &Mutex<Admission>) {
+/// Sends a train's END (what was sent, and how well paced) and frees its client's slot; with
+/// `log`, writes the session's line (`ended` says how the train ended).
+fn finish(sock: &UdpSocket, out: &mut Vec<u8>, done: Active, admission: &Mutex<Admission>, log: Option<&str>) {
+    if let Some(ended) = log {
+        eprintln!(
+            "session {} train {}: {} {}/{} packets {ended}, {} late, spacing error mean {} max {} ns",
+            done.job.peer,
+            done.job.train,
+            done.job.method,
+            done.spacing.packets,
+            done.job.schedule.len(),
+            done.spacing.late,
+            done.spacing.mean_error(),
+            done.spacing.max_error_ns
+        );
+    }
     Msg::End {
         train: done.job.train,
         sent: done.spacing.packets.min(u16::MAX as u32) as u16,
