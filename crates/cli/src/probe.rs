@@ -188,6 +188,7 @@ fn estimate_json(e: &Estimate) -> serde_json::Value {
         "server": e.server.to_string(),
         "method": e.method.name(),
         "available_bandwidth_bps": e.available_bandwidth.map(|r| r.bps()),
+        "fitted_to_caps": e.fitted_to_caps,
         "bound": e.bound.map(|b| b.name()),
         "bound_bps": e.bound.map(|b| b.rate().bps()),
         "refused": e.refused.map(|r| json!({"reason": r.reason.describe(), "missing_trains": r.missing})),
@@ -248,6 +249,9 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
         ..opts
     };
     let e = estimate(&a.target, &opts).with_context(|| format!("probing {}", a.target))?;
+    if let Some(note) = &e.fitted_to_caps {
+        eprintln!("headroom probe: {note}");
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&estimate_json(&e))?);
     } else if a.instbw {

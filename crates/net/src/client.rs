@@ -179,6 +179,8 @@ pub struct Refused {
 /// The answer of [`estimate`].
 #[derive(Clone, Debug)]
 pub struct Estimate {
+    /// How the train was changed to fit the caps the server announced (`None`: as asked).
+    pub fitted_to_caps: Option<String>,
     /// The combined estimate; `None` when the answer is a bound ([`Estimate::bound`]) or
     /// inconclusive.
     pub available_bandwidth: Option<Rate>,
@@ -432,12 +434,53 @@ pub fn estimate_addrs(addrs: &[SocketAddr], options: &EstimateOptions) -> Result
     Err(last.unwrap_or_else(|| ProbeError::Resolve("no address".into())))
 }
 
+/// The caps a server announces in its CHALLENGE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerCaps {
+    pub max_rate: Rate,
+    pub max_packets: u16,
+    pub max_size: Bytes,
+}
+
+/// The train `options` ask for, made to fit the caps the server announced: a top rate above
+/// `max_rate` is lowered to it and a largest packet above `max_size` shrunk to it (the design is
+/// redone, so PathQuick keeps its equal spacing and growing sizes); a train that still has more
+/// packets than `max_packets` is refused here, naming the cap, instead of by the server. Returns
+/// the design and, when it was changed, a sentence saying how.
+pub fn design_within_caps(
+    options: &EstimateOptions,
+    v6: bool,
+    caps: Option<ServerCaps>,
+) -> Result<(TrainDesign, Option<String>), ProbeError> {
+    let design = design_for(options, v6)?;
+    let Some(caps) = caps.filter(|_| options.design.is_none()) else { return Ok((design, None)) };
+    let mut fitted = options.clone();
+    let mut changes = Vec::new();
+    if caps.max_rate > Rate::ZERO && design.probed_range().1 > caps.max_rate {
+        fitted.b_max = caps.max_rate;
+        changes.push(format!("top rate {} lowered to the server's cap {}", design.probed_range().1, caps.max_rate));
+    }
+    if caps.max_size > Bytes::ZERO && options.max_size > caps.max_size {
+        fitted.max_size = caps.max_size;
+        changes.push(format!("largest packet {} shrunk to the server's cap {}", options.max_size, caps.max_size));
+    }
+    let design = if changes.is_empty() { design } else { design_for(&fitted, v6)? };
+    if design.packets() > u32::from(caps.max_packets) {
+        return Err(ProbeError::Design(DesignError(format!(
+            "the train has {} packets, above the server's cap of {} (raise --bmin or lower --bmax)",
+            design.packets(),
+            caps.max_packets
+        ))));
+    }
+    let note = (!changes.is_empty()).then(|| format!("train fitted to the server's caps: {}", changes.join("; ")));
+    Ok((design, note))
+}
+
 /// [`estimate`] for an already resolved address.
 pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Estimate, ProbeError> {
     let t0 = Instant::now();
-    let design = design_for(options, server.is_ipv6())?;
-    let params = TrainParams::from_design(&design)?;
-    let schedule = design.schedule();
+    // Designed once before the handshake, so a train that cannot be built fails without traffic.
+    design_for(options, server.is_ipv6())?;
     let bind: SocketAddr = if server.is_ipv6() {
         (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
     } else {
@@ -453,6 +496,7 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
     let nonce = random_nonce();
     let per_try = options.timeout / 3;
     let mut cookie = None;
+    let mut caps = None;
     let mut handshake_rtt = Duration::ZERO;
     'tries: for _ in 0..3 {
         Msg::Hello { nonce }.encode(&mut out);
@@ -467,9 +511,16 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
             sock.set_read_timeout(Some(left)).map_err(ProbeError::Io)?;
             match sock.recv(&mut buf) {
                 Ok(n) => {
-                    if let Ok(Msg::Challenge { nonce: got, cookie: c, .. }) = Msg::decode(&buf[..n]) {
+                    if let Ok(Msg::Challenge { nonce: got, cookie: c, max_rate_bps, max_packets, max_size }) =
+                        Msg::decode(&buf[..n])
+                    {
                         if got == nonce {
                             cookie = Some(c);
+                            caps = Some(ServerCaps {
+                                max_rate: Rate(max_rate_bps),
+                                max_packets,
+                                max_size: Bytes(max_size as u64),
+                            });
                             handshake_rtt = hello_sent.elapsed();
                             break 'tries;
                         }
@@ -481,6 +532,9 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
         }
     }
     let cookie = cookie.ok_or(ProbeError::Timeout { server, waiting_for: "challenge", after: options.timeout })?;
+    let (design, fitted_to_caps) = design_within_caps(options, server.is_ipv6(), caps)?;
+    let params = TrainParams::from_design(&design)?;
+    let schedule = design.schedule();
 
     let mut reports = Vec::new();
     let mut all_kernel = kernel_ts_on;
@@ -561,6 +615,7 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
     }
     let per_train = reports.iter().map(|r| r.elapsed).sum::<Duration>() / reports.len().max(1) as u32;
     Ok(Estimate {
+        fitted_to_caps,
         available_bandwidth: match outcome {
             Outcome::Estimate(r) => Some(r),
             _ => None,

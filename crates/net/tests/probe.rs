@@ -256,8 +256,12 @@ fn fifty_concurrent_clients() {
 fn caps_are_enforced() {
     let server = serve(ServerConfig { max_rate: Rate::from_mbps(5), trains_per_window: 2, ..ServerConfig::default() });
     let addr = server.local_addr();
-    // 12 Mbit/s top rate > 5 Mbit/s cap.
-    match estimate_addr(addr, &EstimateOptions::default()) {
+    // 12 Mbit/s top rate > 5 Mbit/s cap, in an explicit train (the client fits only the trains
+    // it designs itself to the caps it is told).
+    let default = EstimateOptions::default();
+    let explicit =
+        EstimateOptions { design: Some(headroom_net::client::design_for(&default, false).unwrap()), ..default };
+    match estimate_addr(addr, &explicit) {
         Err(ProbeError::Rejected { reason: RejectReason::OverCap, .. }) => {}
         other => panic!("expected over-cap rejection, got {other:?}"),
     }

@@ -139,15 +139,35 @@ fn total_rate_across_clients_is_capped() {
     }
 }
 
-/// The client says which cap refused, with its value.
+/// The client says which cap refused, with its value. (An explicit train is sent as given: the
+/// client fits only the trains it designs itself to the announced caps.)
 #[test]
 fn the_client_names_the_refusing_cap() {
     let server = serve(ServerConfig { max_rate: Rate::from_mbps(5), ..ServerConfig::default() });
-    match estimate_addr(server.local_addr(), &EstimateOptions::default()) {
+    let default = EstimateOptions::default();
+    let explicit = headroom_net::client::design_for(&default, false).unwrap();
+    let opts = EstimateOptions { design: Some(explicit), ..default };
+    match estimate_addr(server.local_addr(), &opts) {
         Err(e @ ProbeError::Rejected { cap: Some(Cap { kind: CapKind::Rate, value: 5_000_000 }), .. }) => {
             let text = e.to_string();
             assert!(text.contains("highest probed rate 5"), "{text}");
         }
         other => panic!("expected a rate-cap refusal, got {other:?}"),
     }
+}
+
+#[test]
+fn the_client_fits_its_train_to_the_announced_caps_and_says_so() {
+    // The default PathQuick train probes up to 12 Mbit/s; this server allows 5 Mbit/s. Before the
+    // client read the CHALLENGE's caps, the server refused the train as over its rate cap.
+    let h = serve(ServerConfig { max_rate: Rate::from_mbps(5), ..ServerConfig::default() });
+    let e = estimate_addr(h.local_addr(), &EstimateOptions::default())
+        .unwrap_or_else(|err| panic!("a train within the caps must be served: {err}"));
+    assert!(e.design.probed_range().1 <= Rate::from_mbps(5), "top rate {}", e.design.probed_range().1);
+    let note = e.fitted_to_caps.expect("the client says it changed the train");
+    assert!(note.contains("5Mbps"), "{note}");
+    // A train that fits is sent as asked.
+    let h2 = serve(ServerConfig::default());
+    let e2 = estimate_addr(h2.local_addr(), &EstimateOptions::default()).unwrap();
+    assert_eq!(e2.fitted_to_caps, None);
 }
