@@ -256,8 +256,8 @@ pub struct ImtcpSpec {
     pub max_storing_rtts: Option<f64>,
     /// `A` of the adaptive storing timer: "estimate" (the paper's Ā, default) or
     /// "slower-of-estimate-and-tcp" (min(Ā, window/SRTT), for window-limited senders).
-    #[serde(default)]
-    pub storing_rate: Option<String>,
+    #[serde(default, deserialize_with = "de_opt_storing_rate")]
+    pub storing_rate: Option<StoringRate>,
 }
 
 /// The passive estimators a `[[tcp]]` entry's `passive` key may name (ImTCP Fig. 10).
@@ -273,7 +273,7 @@ pub struct ProbeSpec {
     pub from: Spanned<String>,
     pub to: Spanned<String>,
     /// pathquick | pathchirp | imtcp-echo
-    pub method: Spanned<String>,
+    pub method: Spanned<ProbeMethod>,
     #[serde(default, deserialize_with = "de_opt_dur")]
     pub start: Option<Dur>,
     #[serde(default, deserialize_with = "de_opt_dur")]
@@ -439,10 +439,17 @@ impl Scenario {
         Scenario::parse(&src, &path.display().to_string())
     }
 
+    /// Checks a scenario changed in code (an experiment's typed edits of a parsed file) as
+    /// [`Scenario::parse`] checks a file; messages name `origin` and the key, without lines.
+    pub fn check_edited(&self, origin: &str) -> Result<(), ScenarioError> {
+        self.validate("", origin)
+    }
+
     /// Checks cross references (nodes, links, controller names) and value ranges.
     pub fn validate(&self, src: &str, origin: &str) -> Result<(), ScenarioError> {
+        // `src` is empty for a scenario edited in code after parsing: no line numbers then.
         let err = |span: &Range<usize>, key: &str, msg: String| {
-            if span.is_empty() && span.start == 0 {
+            if src.is_empty() || (span.is_empty() && span.start == 0) {
                 ScenarioError(format!("{origin}: `{key}`: {msg}"))
             } else {
                 ScenarioError(format!("{origin}: line {}: `{key}`: {msg}", line_of(src, span)))
@@ -649,6 +656,76 @@ impl<'de> Deserialize<'de> for CcKind {
     }
 }
 
+/// A name from a fixed list, as scenario files spell it: one `FromStr` and one `Deserialize`
+/// whose error names the key's valid values.
+macro_rules! named_enum {
+    ($ty:ident, $what:literal, [$($variant:path => $name:literal),+ $(,)?]) => {
+        impl $ty {
+            /// Every value, in the order error messages list them.
+            pub const ALL: &'static [$ty] = &[$($variant),+];
+
+            /// The name scenario files use.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($variant => $name),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$ty, String> {
+                $ty::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
+                    let known: Vec<&str> = $ty::ALL.iter().map(|k| k.name()).collect();
+                    format!("unknown {} `{s}` (known: {})", $what, known.join(", "))
+                })
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+                String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+/// What a `[[probe]]` entry measures with (`method = "..."`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeMethod {
+    /// PathQuick trains (Oshiba & Nakajima).
+    PathQuick,
+    /// pathChirp chirps (Ribeiro et al. 2003).
+    PathChirp,
+    /// ImTCP's algorithm over echoed UDP streams (ImTCP §4.1.1).
+    ImtcpEcho,
+}
+
+named_enum!(ProbeMethod, "probe method", [
+    ProbeMethod::PathQuick => "pathquick",
+    ProbeMethod::PathChirp => "pathchirp",
+    ProbeMethod::ImtcpEcho => "imtcp-echo",
+]);
+
+/// The names of [`StoringRate`] in scenario files.
+const STORING_RATES: [(StoringRate, &str); 2] =
+    [(StoringRate::Estimate, "estimate"), (StoringRate::SlowerOfEstimateAndTcp, "slower-of-estimate-and-tcp")];
+
+/// `storing_rate = "..."`: one of [`STORING_RATES`]; the error lists them.
+fn de_opt_storing_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<StoringRate>, D::Error> {
+    let s = String::deserialize(d)?;
+    STORING_RATES.iter().find(|(_, n)| *n == s).map(|(r, _)| Some(*r)).ok_or_else(|| {
+        let known: Vec<&str> = STORING_RATES.iter().map(|(_, n)| *n).collect();
+        serde::de::Error::custom(format!("unknown storing_rate `{s}` (known: {})", known.join(", ")))
+    })
+}
+
 impl ImtcpSpec {
     /// The control unit's configuration (ImTCP §3; the paper's defaults where a key is absent).
     pub fn control_config(&self, delayed_ack: bool) -> Result<ControlConfig, String> {
@@ -683,12 +760,8 @@ impl ImtcpSpec {
             (None, Some(x)) => cfg.storing_timer = StoringTimer::Adaptive { max_storing_rtts: Some(x) },
             (None, None) => {}
         }
-        match self.storing_rate.as_deref() {
-            None | Some("estimate") => {}
-            Some("slower-of-estimate-and-tcp") => cfg.storing_rate = StoringRate::SlowerOfEstimateAndTcp,
-            Some(other) => {
-                return Err(format!("storing_rate {other:?}: expected \"estimate\" or \"slower-of-estimate-and-tcp\""))
-            }
+        if let Some(rate) = self.storing_rate {
+            cfg.storing_rate = rate;
         }
         cfg.measurement.delayed_ack = delayed_ack;
         Ok(cfg)
@@ -724,8 +797,8 @@ impl ProbeSpec {
             }
             estimator.busy_period = l;
         }
-        let design = match self.method.get_ref().as_str() {
-            "pathquick" => {
+        let design = match self.method.get_ref() {
+            ProbeMethod::PathQuick => {
                 let mut spec = QuickSpec::paper();
                 if let Some(t) = self.t_quick {
                     spec.t_quick = Some(t);
@@ -742,7 +815,7 @@ impl ProbeSpec {
                 }
                 TrainDesign::PathQuick(spec.solve().map_err(|e| e.to_string())?)
             }
-            "pathchirp" => {
+            ProbeMethod::PathChirp => {
                 let mut spec = ChirpSpec::paper();
                 if let Some(g) = self.gamma {
                     spec.gamma = g;
@@ -758,12 +831,11 @@ impl ProbeSpec {
                 }
                 TrainDesign::PathChirp(spec.design().map_err(|e| e.to_string())?)
             }
-            "imtcp-echo" => {
+            ProbeMethod::ImtcpEcho => {
                 return EchoProber::new(self.echo_config())
                     .map(|p| ProbeDesign::Echo(Box::new(p)))
                     .map_err(|e| e.to_string());
             }
-            other => return Err(format!("unknown method `{other}` (pathquick, pathchirp, imtcp-echo)")),
         };
         Ok(ProbeDesign::Train { design, estimator, interval: self.interval.unwrap_or(Dur::from_secs(1)) })
     }
@@ -798,6 +870,21 @@ mod tests {
         assert_eq!("becc-newreno".parse::<CcKind>(), Ok(CcKind::BeccNewReno));
         let e = "Reno".parse::<CcKind>().unwrap_err();
         assert!(e.contains("`Reno`") && e.contains("reno, newreno, becc, becc-newreno"), "{e}");
+    }
+
+    #[test]
+    fn probe_methods_are_typed_and_unknown_ones_are_listed() {
+        for m in ProbeMethod::ALL {
+            assert_eq!(m.to_string().parse::<ProbeMethod>(), Ok(*m));
+        }
+        let src = "duration = \"1s\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"10Mbps\"\ndelay = \"1ms\"\n\
+                   [[probe]]\nfrom = \"a\"\nto = \"b\"\nmethod = \"pathchirp\"\n";
+        assert_eq!(*Scenario::parse(src, "t").unwrap().probe[0].method.get_ref(), ProbeMethod::PathChirp);
+        let e = Scenario::parse(&src.replace("pathchirp", "pathload"), "t").unwrap_err().to_string();
+        assert!(
+            e.contains("line 10") && e.contains("`pathload`") && e.contains("pathquick, pathchirp, imtcp-echo"),
+            "{e}"
+        );
     }
 
     #[test]

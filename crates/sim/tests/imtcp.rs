@@ -280,12 +280,15 @@ fn scenario_keys_for_m_and_the_storing_timer() {
         ", storing_timer = \"0s\"",
         ", m = 3, m_successes = 2",
         ", storing_timer = \"10ms\", max_storing_rtts = 1.0",
-        ", storing_rate = \"fastest\"",
     ] {
         let src = path("100Mbps", 10, 1000, "", &tcp(bad), "5s");
         let e = Scenario::parse(&src, "t.toml").expect_err(bad).to_string();
         assert!(e.contains("tcp[0].imtcp"), "{bad}: {e}");
     }
+    // A storing rate is one of a fixed list, and the error names the line and the list.
+    let src = path("100Mbps", 10, 1000, "", &tcp(", storing_rate = \"fastest\""), "5s");
+    let e = Scenario::parse(&src, "t.toml").expect_err("unknown storing rate").to_string();
+    assert!(e.contains("line") && e.contains("`fastest`") && e.contains("estimate, slower-of-estimate-and-tcp"), "{e}");
     let src = path("100Mbps", 10, 1000, "", "[[tcp]]\nfrom = \"s\"\nto = \"d\"\npassive = [\"vegas\"]", "5s");
     let e = Scenario::parse(&src, "t.toml").expect_err("unknown estimator").to_string();
     assert!(e.contains("passive") && e.contains("vegas"), "{e}");

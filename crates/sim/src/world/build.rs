@@ -212,7 +212,7 @@ impl World {
                 (node_index(&w.net.node_names, p.from.get_ref()), node_index(&w.net.node_names, p.to.get_ref()));
             check_route(&w.net, src, dst, &format!("probe[{i}]"))?;
             let name = p.name.clone().unwrap_or_else(|| format!("probe{i}"));
-            let stat = w.add_stat(name, FlowKind::Probe, Some(p.method.get_ref().clone()));
+            let stat = w.add_stat(name, FlowKind::Probe, Some(p.method.get_ref().name().to_string()));
             let start = p.start.unwrap_or(Dur::ZERO);
             let stop = p.stop.unwrap_or(sc.duration);
             let prober = make_prober(p, start, stat, stop).map_err(|e| format!("probe[{i}]: {e}"))?;
