@@ -55,6 +55,19 @@ pub struct SweepPoint {
     pub report: Report,
 }
 
+/// The sweep's scenarios, one per value, in order: each is the file with `key` set to the value
+/// in the parsed TOML document, then deserialized and validated in full (a bad value fails as it
+/// would in the file). Callers that change more (an experiment swapping the controller) edit the
+/// typed [`Scenario`] they get back.
+pub fn scenarios(
+    src: &str,
+    origin: &str,
+    key: &str,
+    values: &[toml::Value],
+) -> Result<Vec<(toml::Value, Scenario)>, ScenarioError> {
+    values.iter().map(|v| Ok((v.clone(), with_value(src, origin, key, v)?))).collect()
+}
+
 /// Runs the sweep: one run per value, in order.
 pub fn run(
     src: &str,
@@ -64,11 +77,10 @@ pub fn run(
     seed: Option<u64>,
 ) -> Result<Vec<SweepPoint>, ScenarioError> {
     let mut out = Vec::new();
-    for v in values {
-        let sc = with_value(src, origin, key, v)?;
+    for (value, sc) in scenarios(src, origin, key, values)? {
         let mut w = World::new(&sc, seed).map_err(ScenarioError)?;
         w.run();
-        out.push(SweepPoint { value: v.clone(), report: w.report() });
+        out.push(SweepPoint { value, report: w.report() });
     }
     Ok(out)
 }

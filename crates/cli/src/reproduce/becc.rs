@@ -4,10 +4,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{bail, Result};
+use headroom_sim::scenario::CcKind;
 use headroom_sim::world::Metric;
 use headroom_sim::{sweep, Scenario};
 
-use super::{mean_between, run_scenario, series_of, Experiment};
+use super::{mean_between, run_scenario, run_world, series_of, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
@@ -52,30 +53,34 @@ fn kb(v: &toml::Value) -> f64 {
     headroom_core::units::parse_bytes(&sweep::label(v)).map(|b| b.0 as f64 / 1000.0).unwrap_or(f64::NAN)
 }
 
-/// Runs the scenario's `[sweep]` once per controller; returns (window KB, [Mb/s per cc], [timeouts per cc]).
-fn window_sweep(src: &str, origin: &str, ccs: &[&str]) -> Result<Vec<SweepRow>> {
+/// Runs the scenario's `[sweep]` once per controller: every `[[tcp]]` entry of each sweep point
+/// gets the controller (a typed edit, whatever the file names), and every run is checked to have
+/// run it.
+fn window_sweep(src: &str, origin: &str, ccs: &[CcKind]) -> Result<Vec<SweepRow>> {
     let sc = Scenario::parse(src, origin)?;
     let Some(sw) = sc.sweep else { bail!("{origin}: no [sweep]") };
-    let mut rows: Vec<SweepRow> = sw
-        .values
-        .iter()
-        .map(|v| SweepRow { max_window_kb: kb(v), throughput_mbps: Vec::new(), timeouts: Vec::new() })
-        .collect();
-    // The file names Reno; each controller is swapped in for it, and every run is checked to
-    // have run that controller, so an edited file can never make it compare Reno with Reno.
-    let reno = "cc = \"reno\"";
-    if src.matches(reno).count() != sc.tcp.len() || sc.tcp.is_empty() {
-        bail!("{origin}: expected every [[tcp]] entry to say `{reno}` (the controller this experiment swaps)");
+    if sc.tcp.is_empty() {
+        bail!("{origin}: no [[tcp]] flow to give the controllers");
     }
-    for cc in ccs {
-        let text = src.replace(reno, &format!("cc = \"{cc}\""));
-        for (i, p) in sweep::run(&text, origin, &sw.key, &sw.values, None)?.into_iter().enumerate() {
-            let flow = &p.report.flows[0];
-            if flow.cc.as_deref() != Some(cc) {
+    let points = sweep::scenarios(src, origin, &sw.key, &sw.values)?;
+    let mut rows: Vec<SweepRow> = points
+        .iter()
+        .map(|(v, _)| SweepRow { max_window_kb: kb(v), throughput_mbps: Vec::new(), timeouts: Vec::new() })
+        .collect();
+    for &cc in ccs {
+        for (row, (v, point)) in rows.iter_mut().zip(&points) {
+            let mut point = point.clone();
+            for t in &mut point.tcp {
+                t.cc = cc;
+            }
+            point.check_edited(&format!("{origin} [{} = {v}, cc = {cc}]", sw.key))?;
+            let (_, report) = run_world(&point)?;
+            let flow = &report.flows[0];
+            if flow.cc.as_deref() != Some(cc.name()) {
                 bail!("{origin}: asked for {cc}, the run used {:?}", flow.cc);
             }
-            rows[i].throughput_mbps.push(flow.throughput_mbps);
-            rows[i].timeouts.push(flow.timeouts);
+            row.throughput_mbps.push(flow.throughput_mbps);
+            row.timeouts.push(flow.timeouts);
         }
     }
     Ok(rows)
@@ -86,7 +91,7 @@ fn mean_where(rows: &[SweepRow], k: usize, keep: impl Fn(f64) -> bool) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[&str], rows: &[SweepRow]) -> Result<()> {
+fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[CcKind], rows: &[SweepRow]) -> Result<()> {
     let mut csv = String::from("max_window_kb");
     for cc in ccs {
         let _ = write!(csv, ",{cc}_mbps,{cc}_timeouts");
@@ -120,8 +125,8 @@ fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[&str], rows: &[SweepR
 }
 
 fn becc_fig2(dir: &Path) -> Result<String> {
-    let rows = window_sweep(FIG2, "scenarios/becc/fig2.toml", &["reno"])?;
-    write_sweep(dir, "fig2", "BECC Fig. 2: Reno, 45 Mb/s, 10 ms RTT", &["reno"], &rows)?;
+    let rows = window_sweep(FIG2, "scenarios/becc/fig2.toml", &[CcKind::Reno])?;
+    write_sweep(dir, "fig2", "BECC Fig. 2: Reno, 45 Mb/s, 10 ms RTT", &[CcKind::Reno], &rows)?;
     let mut s = String::new();
     let _ = writeln!(s, "{:<26} {:>12} {:>12}", "Reno throughput", "paper", "headroom");
     let _ = writeln!(
@@ -145,8 +150,9 @@ fn becc_sweep_fig(
     paper_reno: &str,
     paper_becc: &str,
 ) -> Result<String> {
-    let rows = window_sweep(src, origin, &["reno", "becc"])?;
-    write_sweep(dir, file, title, &["reno", "becc"], &rows)?;
+    let ccs = [CcKind::Reno, CcKind::Becc];
+    let rows = window_sweep(src, origin, &ccs)?;
+    write_sweep(dir, file, title, &ccs, &rows)?;
     let mut s = String::new();
     let _ = writeln!(s, "{:<34} {:>10} {:>10}", "windows beyond 220 KB (Mb/s)", "paper", "headroom");
     let _ = writeln!(s, "{:<34} {:>10} {:>10.1}", "Reno", paper_reno, mean_where(&rows, 0, |w| w > 220.0));
@@ -259,17 +265,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_window_sweep_runs_the_controllers_it_names_or_fails() {
+    fn the_window_sweep_runs_the_controllers_it_names_whatever_the_file_says() {
         let origin = "scenarios/becc/fig2.toml";
-        let rows = window_sweep(FIG2, origin, &["reno", "becc"]).unwrap();
+        let ccs = [CcKind::Reno, CcKind::Becc];
+        let rows = window_sweep(FIG2, origin, &ccs).unwrap();
         assert!(!rows.is_empty());
         assert!(rows.iter().all(|r| r.throughput_mbps.len() == 2 && r.timeouts.len() == 2));
         // BECC's bandwidth window changes the result somewhere in the sweep (not Reno twice).
         assert!(rows.iter().any(|r| r.throughput_mbps[0] != r.throughput_mbps[1]));
-        // A file whose flow no longer says `cc = "reno"` is refused instead of comparing
-        // the same controller with itself.
+        // A file whose flow names another controller gives the same rows: the controller is
+        // set on the typed scenario (a text replacement of `cc = "reno"` would have found
+        // nothing to replace and compared NewReno with NewReno).
         let edited = FIG2.replace("cc = \"reno\"", "cc = \"newreno\"");
-        let err = window_sweep(&edited, origin, &["reno", "becc"]).err().expect("refused");
-        assert!(err.to_string().contains("swaps"), "{err}");
+        let again = window_sweep(&edited, origin, &ccs).unwrap();
+        for (a, b) in rows.iter().zip(&again) {
+            assert_eq!(a.throughput_mbps, b.throughput_mbps);
+            assert_eq!(a.timeouts, b.timeouts);
+        }
     }
 }

@@ -5,13 +5,16 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use headroom_core::stats::{self, Sorted};
+use headroom_core::units::{Dur, Rate};
 use headroom_sim::probe::{EstimateMethod, Verdict};
+use headroom_sim::scenario::{CcKind, ImtcpSpec};
+use headroom_sim::traffic::UdpPattern;
 use headroom_sim::world::FlowKind;
 use headroom_sim::{Report, Scenario, World};
 
-use super::{run_scenario, Experiment};
+use super::{only, run_scenario, run_world, Base, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
@@ -32,21 +35,17 @@ const WEB: &str = include_str!("../../../../scenarios/imtcp/web.toml");
 const TABLE3: &str = include_str!("../../../../scenarios/imtcp/table3.toml");
 const FIG13: &str = include_str!("../../../../scenarios/imtcp/fig13.toml");
 
-/// Replaces `from` (which must occur) in a scenario text.
-fn with(src: &str, origin: &str, from: &str, to: &str) -> Result<String> {
-    if !src.contains(from) {
-        bail!("{origin}: expected `{from}` in the scenario");
-    }
-    Ok(src.replace(from, to))
+/// The ImTCP settings of the file's single `[[tcp]]` entry.
+fn imtcp_of(sc: &mut Scenario) -> Result<&mut ImtcpSpec> {
+    only(&mut sc.tcp, "tcp")?.imtcp.as_mut().context("the [[tcp]] entry has no `imtcp` settings")
 }
 
-/// Runs a scenario without writing its standard outputs.
-fn run_quiet(src: &str, origin: &str) -> Result<(World, Report)> {
-    let sc = Scenario::parse(src, origin)?;
-    let mut w = World::new(&sc, None).map_err(anyhow::Error::msg)?;
-    w.run();
-    let r = w.report();
-    Ok((w, r))
+/// The rate of the file's single `[[udp]]` cross-traffic source (Poisson).
+fn poisson_rate(sc: &mut Scenario) -> Result<&mut Rate> {
+    match &mut only(&mut sc.udp, "udp")?.pattern {
+        UdpPattern::Poisson { rate } => Ok(rate),
+        other => bail!("expected Poisson cross traffic, found {other:?}"),
+    }
 }
 
 /// (time s, Mb/s, in range) of every estimate of `method`.
@@ -89,13 +88,16 @@ fn available_series(end: f64) -> Vec<(f64, f64)> {
 }
 
 fn imtcp_fig8(dir: &Path) -> Result<String> {
-    let origin = "scenarios/imtcp/fig8.toml";
+    let base = Base::load(FIG8, "scenarios/imtcp/fig8.toml")?;
     let ns = [3usize, 5, 35];
     let mut runs = Vec::new();
     let mut csv = String::from("n,time_s,estimate_mbps,in_range,available_mbps\n");
     for n in ns {
-        let src = with(FIG8, origin, "stream_len = 35", &format!("stream_len = {n}"))?;
-        let (w, _) = run_quiet(&src, origin)?;
+        let sc = base.edited(|sc| {
+            only(&mut sc.probe, "probe")?.stream_len = Some(n);
+            Ok(())
+        })?;
+        let (w, _) = run_world(&sc)?;
         let est = estimates_of(&w, "imtcp-echo");
         for e in &est {
             let _ = writeln!(csv, "{n},{:.6},{:.3},{},{}", e.0, e.1, e.2, available_fig8(e.0));
@@ -148,14 +150,22 @@ fn imtcp_fig8(dir: &Path) -> Result<String> {
 }
 
 /// Number of ImTCP results of one run of `src`.
-fn count_results(src: &str, origin: &str) -> Result<(usize, f64)> {
-    let (w, r) = run_quiet(src, origin)?;
+fn count_results(sc: &Scenario) -> Result<(usize, f64)> {
+    let (w, r) = run_world(sc)?;
     Ok((w.estimates.iter().filter(|e| e.method == EstimateMethod::Imtcp).count(), r.flows[0].throughput_mbps))
 }
 
 fn imtcp_table1(dir: &Path) -> Result<String> {
-    let origin = "scenarios/imtcp/table1.toml";
-    const LINE: &str = "imtcp = { stream_len = 5, link_rate = \"100Mbps\" }";
+    let base = Base::load(TABLE1, "scenarios/imtcp/table1.toml")?;
+    // N and a fixed m (None: the adaptive rule) set on the file's ImTCP flow.
+    let with_n_m = |n: usize, m: Option<usize>| {
+        base.edited(|sc| {
+            let spec = imtcp_of(sc)?;
+            spec.stream_len = Some(n);
+            spec.m = m;
+            Ok(())
+        })
+    };
     // (N, paper's counts for m = 2..=7 where defined, paper's "Pro.")
     let paper: [(usize, &[u32], u32); 3] = [
         (5, &[387, 441, 424, 389], 424),
@@ -179,20 +189,13 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
                 let _ = write!(s, " {:>11}", "-");
                 continue;
             }
-            let src = with(
-                TABLE1,
-                origin,
-                LINE,
-                &format!("imtcp = {{ stream_len = {n}, m = {m}, link_rate = \"100Mbps\" }}"),
-            )?;
-            let (c, tput) = count_results(&src, origin)?;
+            let (c, tput) = count_results(&with_n_m(n, Some(m))?)?;
             let p = counts[m - 2];
             let _ = writeln!(csv, "{n},{m},{c},{p},{tput:.3}");
             let _ = write!(s, " {:>11}", format!("{p} / {c}"));
             pts.push((m as f64, c as f64));
         }
-        let src = with(TABLE1, origin, LINE, &format!("imtcp = {{ stream_len = {n}, link_rate = \"100Mbps\" }}"))?;
-        let (c, tput) = count_results(&src, origin)?;
+        let (c, tput) = count_results(&with_n_m(n, None)?)?;
         let _ = writeln!(csv, "{n},adaptive,{c},{pro},{tput:.3}");
         let _ = writeln!(s, " {:>11}", format!("{pro} / {c}"));
         series.push(Series { label: format!("N = {n}, fixed m"), points: pts, markers_only: false });
@@ -229,10 +232,10 @@ struct StoringRun {
     stats: headroom_core::imtcp::ControlStats,
 }
 
-fn storing_run(src: &str, origin: &str) -> Result<StoringRun> {
-    let (mut w, r) = run_quiet(src, origin)?;
+fn storing_run(sc: &Scenario) -> Result<StoringRun> {
+    let (mut w, r) = run_world(sc)?;
     let results = w.estimates.iter().filter(|e| e.method == EstimateMethod::Imtcp).count();
-    let Some(unit) = w.inline_measurement_mut(0) else { bail!("{origin}: flow 0 has no ImTCP control unit") };
+    let Some(unit) = w.inline_measurement_mut(0) else { bail!("flow 0 has no ImTCP control unit") };
     let samples = unit.take_first_packet_waits();
     let waits_ms: Sorted = samples.iter().map(|s| s.wait.as_secs_f64() * 1e3).collect();
     let worst_excess_ms = samples
@@ -249,13 +252,12 @@ fn storing_run(src: &str, origin: &str) -> Result<StoringRun> {
 }
 
 fn imtcp_table2(dir: &Path) -> Result<String> {
-    let origin = "scenarios/imtcp/table2.toml";
-    const LINE: &str = "imtcp = { link_rate = \"100Mbps\" }";
-    // (available Mb/s, cross traffic, paper counts for 0.04 s, Pro., 0.01 s, 0.004 s)
-    let cases: [(u32, &str, [u32; 4]); 2] =
-        [(4, "rate = \"96Mbps\"", [379, 371, 324, 105]), (7, "rate = \"93Mbps\"", [486, 488, 423, 298])];
-    let timers: [(&str, Option<&str>); 4] =
-        [("0.04 s", Some("40ms")), ("Pro.", None), ("0.01 s", Some("10ms")), ("0.004 s", Some("4ms"))];
+    let base = Base::load(TABLE2, "scenarios/imtcp/table2.toml")?;
+    // (available Mb/s, cross traffic Mb/s, paper counts for 0.04 s, Pro., 0.01 s, 0.004 s)
+    let cases: [(u32, u64, [u32; 4]); 2] = [(4, 96, [379, 371, 324, 105]), (7, 93, [486, 488, 423, 298])];
+    // (label, fixed storing timer in ms; None: the paper's proposed adaptive timer)
+    let timers: [(&str, Option<u64>); 4] =
+        [("0.04 s", Some(40)), ("Pro.", None), ("0.01 s", Some(10)), ("0.004 s", Some(4))];
     let mut csv = String::from(
         "available_mbps,storing_timer,results,paper_results,throughput_mbps,streams,storing_timeouts,stream_failures\n",
     );
@@ -277,15 +279,15 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
         "avail", "T", "streams", "median", "p90", "max", "max-T", "timeouts", "results", "Mb/s"
     );
     for (avail, cross, paper) in cases {
-        let base = with(TABLE2, origin, "rate = \"96Mbps\"", cross)?;
         let _ = write!(s, "{:<10}", format!("{avail} Mb/s"));
         let mut pts = Vec::new();
         for (k, (label, t)) in timers.iter().enumerate() {
-            let line = match t {
-                Some(t) => format!("imtcp = {{ link_rate = \"100Mbps\", storing_timer = \"{t}\" }}"),
-                None => LINE.to_string(),
-            };
-            let run = storing_run(&with(&base, origin, LINE, &line)?, origin)?;
+            let sc = base.edited(|sc| {
+                *poisson_rate(sc)? = Rate::from_mbps(cross);
+                imtcp_of(sc)?.storing_timer = t.map(Dur::from_millis);
+                Ok(())
+            })?;
+            let run = storing_run(&sc)?;
             let c = run.results;
             let st = run.stats;
             let _ = writeln!(
@@ -456,26 +458,36 @@ fn quantile(sorted: &Sorted, q: f64) -> f64 {
 }
 
 fn imtcp_web(dir: &Path) -> Result<String> {
-    let origin = "scenarios/imtcp/web.toml";
-    const LINE: &str = "imtcp = { link_rate = \"100Mbps\" }\n";
-    const BULK_CC: &str = "cc = \"reno\"\nimtcp";
+    let base = Base::load(WEB, "scenarios/imtcp/web.toml")?;
     let seeds = [1u64, 2, 3, 4, 5];
     let mut csv = String::from("bulk,seed,throughput_mbps,timeouts,pages,mean_page_time_s\n");
     // The paper's comparison (Reno below ImTCP, Reno alone), then the same with NewReno as the
     // bulk flow's TCP (the web traffic stays Reno).
+    // (label, the bulk flow's controller, with ImTCP)
     let mut variants = Vec::new();
-    for cc in ["reno", "newreno"] {
-        let src = with(WEB, origin, BULK_CC, &format!("cc = \"{cc}\"\nimtcp"))?;
-        variants.push((format!("ImTCP ({cc})"), src.clone()));
-        variants.push((cc.to_string(), with(&src, origin, LINE, "")?));
+    for cc in [CcKind::Reno, CcKind::NewReno] {
+        variants.push((format!("ImTCP ({cc})"), cc, true));
+        variants.push((cc.to_string(), cc, false));
     }
     let mut rows = Vec::new();
-    for (label, src) in &variants {
+    for (label, cc, inline) in &variants {
         let mut tputs = Vec::new();
         let mut timeouts = Vec::new();
         let mut times = Vec::new();
         for seed in seeds {
-            let (_, r) = run_quiet(&with(src, origin, "seed = 1\n", &format!("seed = {seed}\n"))?, origin)?;
+            let sc = base.edited(|sc| {
+                sc.seed = seed;
+                let bulk = only(&mut sc.tcp, "tcp")?;
+                bulk.cc = *cc;
+                if bulk.imtcp.is_none() {
+                    bail!("the bulk flow has no `imtcp` settings to compare against");
+                }
+                if !inline {
+                    bulk.imtcp = None;
+                }
+                Ok(())
+            })?;
+            let (_, r) = run_world(&sc)?;
             let t = page_times(&r);
             let _ = writeln!(
                 csv,
@@ -546,9 +558,17 @@ fn imtcp_web(dir: &Path) -> Result<String> {
     Ok(s)
 }
 
+/// The bottleneck: the file's single link between routers `r1` and `r2`.
+fn bottleneck(sc: &mut Scenario) -> Result<&mut headroom_sim::scenario::LinkSpec> {
+    let mut it = sc.links.iter_mut().filter(|l| l.a.get_ref() == "r1" && l.b.get_ref() == "r2");
+    match (it.next(), it.next()) {
+        (Some(l), None) => Ok(l),
+        _ => bail!("expected exactly one link r1 -> r2 (the bottleneck)"),
+    }
+}
+
 fn imtcp_table3(dir: &Path) -> Result<String> {
-    let origin = "scenarios/imtcp/table3.toml";
-    const LINE: &str = "imtcp = { link_rate = \"100Mbps\" }\n";
+    let base = Base::load(TABLE3, "scenarios/imtcp/table3.toml")?;
     // (capacity, flows, paper Jain, paper ImTCP total, paper Reno total)
     let paper: [(u32, u32, f64, f64, f64); 9] = [
         (50, 2, 0.999, 44.4, 45.6),
@@ -571,12 +591,22 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
     let mut im_pts = Vec::new();
     let mut re_pts = Vec::new();
     for (cap, n, pj, pi, pr) in paper {
-        let base = with(TABLE3, origin, "rate = \"50Mbps\"", &format!("rate = \"{cap}Mbps\""))?;
-        let base = with(&base, origin, "count = 10", &format!("count = {n}"))?;
         let mut totals = [0.0; 2];
         let mut jains = [0.0; 2];
-        for (k, src) in [base.clone(), with(&base, origin, LINE, "")?].iter().enumerate() {
-            let (_, r) = run_quiet(src, origin)?;
+        for (k, inline) in [true, false].into_iter().enumerate() {
+            let sc = base.edited(|sc| {
+                bottleneck(sc)?.rate = Rate::from_mbps(cap.into());
+                let flows = only(&mut sc.tcp, "tcp")?;
+                flows.count = n;
+                if flows.imtcp.is_none() {
+                    bail!("the flows have no `imtcp` settings to compare against");
+                }
+                if !inline {
+                    flows.imtcp = None;
+                }
+                Ok(())
+            })?;
+            let (_, r) = run_world(&sc)?;
             let x: Vec<f64> = r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).map(|f| f.throughput_mbps).collect();
             totals[k] = x.iter().sum();
             jains[k] = stats::jain_index(&x).unwrap_or(f64::NAN);
@@ -612,7 +642,7 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
 }
 
 fn imtcp_fig13(dir: &Path) -> Result<String> {
-    let origin = "scenarios/imtcp/fig13.toml";
+    let base = Base::load(FIG13, "scenarios/imtcp/fig13.toml")?;
     let totals = [4u32, 10, 20, 30];
     let intervals = [0.0f64, 12.0, 15.0, 20.0];
     let seeds = [1u64, 2, 3, 4];
@@ -623,11 +653,20 @@ fn imtcp_fig13(dir: &Path) -> Result<String> {
         let mut pts = Vec::new();
         for n in totals {
             let half = n / 2;
-            let src = with(FIG13, origin, "interval_rtts = 0.0", &format!("interval_rtts = {iv:.1}"))?;
-            let src = with(&src, origin, "count = 5\n", &format!("count = {half}\n"))?;
             let mut ratios = Vec::new();
             for seed in seeds {
-                let (_, r) = run_quiet(&with(&src, origin, "seed = 1\n", &format!("seed = {seed}\n"))?, origin)?;
+                let sc = base.edited(|sc| {
+                    sc.seed = seed;
+                    let [imtcp, reno] = &mut sc.tcp[..] else { bail!("expected two [[tcp]] entries, ImTCP and Reno") };
+                    imtcp.imtcp.as_mut().context("the first [[tcp]] entry has no `imtcp` settings")?.interval_rtts =
+                        Some(iv);
+                    if reno.imtcp.is_some() {
+                        bail!("the second [[tcp]] entry should be plain Reno");
+                    }
+                    (imtcp.count, reno.count) = (half, half);
+                    Ok(())
+                })?;
+                let (_, r) = run_world(&sc)?;
                 let sum = |p: &str| {
                     r.flows
                         .iter()

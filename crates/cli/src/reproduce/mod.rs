@@ -70,13 +70,49 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
 }
 
 /// Runs a scenario and writes its standard outputs; returns the world for plots.
-pub fn run_scenario(dir: &Path, src: &str, origin: &str) -> Result<(World, headroom_sim::Report)> {
-    let sc = Scenario::parse(src, origin)?;
-    let mut w = World::new(&sc, None).map_err(anyhow::Error::msg)?;
-    w.run();
-    let r = w.report();
+pub fn run_scenario(dir: &Path, src: &str, origin: &'static str) -> Result<(World, headroom_sim::Report)> {
+    let (w, r) = run_world(&Base::load(src, origin)?.sc)?;
     headroom_sim::output::write_all(dir, &w, &r)?;
     Ok((w, r))
+}
+
+/// Runs a scenario (its own seed) without writing its standard outputs.
+pub fn run_world(sc: &Scenario) -> Result<(World, headroom_sim::Report)> {
+    let mut w = World::new(sc, None).map_err(anyhow::Error::msg)?;
+    w.run();
+    let r = w.report();
+    Ok((w, r))
+}
+
+/// An experiment's embedded scenario file, parsed and validated. Experiments change it through
+/// the typed [`Scenario`] ([`Base::edited`]), never by editing its text, so a changed file
+/// cannot silently turn an edit into a no-op.
+pub struct Base {
+    pub origin: &'static str,
+    pub sc: Scenario,
+}
+
+impl Base {
+    pub fn load(src: &str, origin: &'static str) -> Result<Base> {
+        Ok(Base { origin, sc: Scenario::parse(src, origin)? })
+    }
+
+    /// A copy changed by `edit` and checked again as a file would be.
+    pub fn edited(&self, edit: impl FnOnce(&mut Scenario) -> Result<()>) -> Result<Scenario> {
+        let mut sc = self.sc.clone();
+        edit(&mut sc).with_context(|| format!("{}: the experiment cannot make its change", self.origin))?;
+        sc.check_edited(&format!("{} (as changed by the experiment)", self.origin))?;
+        Ok(sc)
+    }
+}
+
+/// The single entry of a scenario list (`[[tcp]]`, `[[probe]]`, ...) that an experiment changes;
+/// an error when the file has none or several.
+pub fn only<'a, T>(items: &'a mut [T], what: &str) -> Result<&'a mut T> {
+    match items {
+        [one] => Ok(one),
+        _ => anyhow::bail!("expected exactly one `[[{what}]]` entry, found {}", items.len()),
+    }
 }
 
 pub fn series_of(w: &World, name: &str, metric: Metric, scale: f64) -> Vec<(f64, f64)> {

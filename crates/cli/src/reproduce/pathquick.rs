@@ -16,11 +16,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+use headroom_core::units::{Bytes, Dur, Rate};
 use headroom_sim::probe::EstimateMethod;
+use headroom_sim::scenario::ProbeMethod;
+use headroom_sim::traffic::UdpPattern;
 use headroom_sim::{Scenario, World};
 
-use super::Experiment;
+use super::{only, Base, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[Experiment {
@@ -37,20 +40,30 @@ const CAPACITY_MBPS: f64 = 12.0;
 /// Trains per cross-traffic level and method.
 const TRAINS: u32 = 40;
 
-/// One probing method of the comparison: its label and the `[[probe]]` keys that select it.
-struct Method {
-    label: &'static str,
-    keys: &'static str,
+/// One probing method of the comparison: its label and the `[[probe]]` settings that select it
+/// (the file's other probe settings stay).
+pub struct Method {
+    pub label: &'static str,
+    pub method: ProbeMethod,
+    /// PathQuick's size increment ΔP and packet count N (None: the file's, i.e. the paper's).
+    pub delta_p: Option<Bytes>,
+    pub n: Option<u32>,
+    /// The estimator's decrease factor F (None: the default 1.5).
+    pub decrease_factor: Option<f64>,
 }
 
-const METHODS: [Method; 5] = [
-    Method { label: "pathquick", keys: "method = \"pathquick\"" },
-    Method { label: "pathchirp", keys: "method = \"pathchirp\"" },
-    Method { label: "pathquick-63", keys: "method = \"pathquick\"\ndelta_p = \"24B\"\nn = 63" },
+const fn method(label: &'static str, method: ProbeMethod) -> Method {
+    Method { label, method, delta_p: None, n: None, decrease_factor: None }
+}
+
+pub const METHODS: [Method; 5] = [
+    method("pathquick", ProbeMethod::PathQuick),
+    method("pathchirp", ProbeMethod::PathChirp),
+    Method { delta_p: Some(Bytes(24)), n: Some(63), ..method("pathquick-63", ProbeMethod::PathQuick) },
     // Beyond the paper: pathChirp's decrease factor F = 5 instead of 1.5 (core
     // `RAMP_DECREASE_FACTOR`; the excursion doc explains why the ramp needs it).
-    Method { label: "pathquick-f5", keys: "method = \"pathquick\"\ndecrease_factor = 5.0" },
-    Method { label: "pathchirp-f5", keys: "method = \"pathchirp\"\ndecrease_factor = 5.0" },
+    Method { decrease_factor: Some(5.0), ..method("pathquick-f5", ProbeMethod::PathQuick) },
+    Method { decrease_factor: Some(5.0), ..method("pathchirp-f5", ProbeMethod::PathChirp) },
 ];
 
 /// One train's verdict.
@@ -66,30 +79,30 @@ pub struct TrainRow {
     pub bytes: u64,
 }
 
-/// The fig6 scenario with `cross` Mb/s of Poisson cross traffic and the given probe keys.
-fn scenario_text(cross: f64, probe_keys: &str, trains: u32) -> Result<String> {
-    let duration = format!("duration = \"{}s\"", trains + 1);
-    let mut text = FIG6.replacen("duration = \"60s\"", &duration, 1).replacen("method = \"pathquick\"", probe_keys, 1);
-    if cross > 0.0 {
-        text = text.replacen("rate = \"6Mbps\"", &format!("rate = \"{cross}Mbps\""), 1);
-    } else {
-        // No cross traffic: drop the UDP source.
-        let (a, b) = (
-            text.find("[[udp]]").context("fig6.toml: no [[udp]]")?,
-            text.find("[[probe]]").context("fig6.toml: no [[probe]]")?,
-        );
-        text.replace_range(a..b, "");
-    }
-    if !text.contains(&duration) || !text.contains(probe_keys) {
-        anyhow::bail!("{ORIGIN} changed: cannot set the duration or the probe method");
-    }
-    Ok(text)
+/// The fig6 scenario with `cross` Mb/s (a whole number) of Poisson cross traffic (none at 0),
+/// the probe settings of `m` and time for `trains` trains.
+fn scenario(base: &Base, m: &Method, cross: u64, trains: u32) -> Result<Scenario> {
+    base.edited(|sc| {
+        sc.duration = Dur::from_secs(u64::from(trains) + 1);
+        let probe = only(&mut sc.probe, "probe")?;
+        *probe.method.get_mut() = m.method;
+        probe.delta_p = m.delta_p.or(probe.delta_p);
+        probe.n = m.n.or(probe.n);
+        probe.decrease_factor = m.decrease_factor.or(probe.decrease_factor);
+        match &mut only(&mut sc.udp, "udp")?.pattern {
+            _ if cross == 0 => sc.udp.clear(),
+            UdpPattern::Poisson { rate } => *rate = Rate::from_mbps(cross),
+            other => anyhow::bail!("expected Poisson cross traffic, found {other:?}"),
+        }
+        Ok(())
+    })
 }
 
-/// Runs `trains` trains of one method at one cross-traffic level.
-pub fn run_level(method: &'static str, keys: &str, cross: f64, trains: u32, seed: u64) -> Result<Vec<TrainRow>> {
-    let text = scenario_text(cross, keys, trains)?;
-    let sc = Scenario::parse(&text, ORIGIN)?;
+/// Runs `trains` trains of one method at one cross-traffic level (whole Mb/s).
+pub fn run_level(m: &Method, cross: u64, trains: u32, seed: u64) -> Result<Vec<TrainRow>> {
+    let sc = scenario(&Base::load(FIG6, ORIGIN)?, m, cross, trains)?;
+    let cross = cross as f64;
+    let method = m.label;
     let mut w = World::new(&sc, Some(seed)).map_err(anyhow::Error::msg)?;
     w.run();
     let available = (CAPACITY_MBPS - cross).max(0.0);
@@ -149,9 +162,9 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
     let levels: Vec<f64> = (0..=12).map(f64::from).collect();
     let mut rows = Vec::new();
     for method in &METHODS {
-        for (k, &cross) in levels.iter().enumerate() {
+        for k in 0..=12u64 {
             // The same seed for every method at a level: the same cross-traffic realisation.
-            rows.extend(run_level(method.label, method.keys, cross, TRAINS, 1 + k as u64)?);
+            rows.extend(run_level(method, k, TRAINS, 1 + k)?);
         }
     }
 
