@@ -17,7 +17,8 @@ pub struct Chart {
     pub x_label: String,
     pub y_label: String,
     pub series: Vec<Series>,
-    /// Fixed y range; computed from the data when `None`.
+    /// The y range to show (the paper's); computed from the data when `None`. Data beyond it
+    /// extend the axis: no point is ever clipped.
     pub y_range: Option<(f64, f64)>,
 }
 
@@ -60,11 +61,13 @@ impl Chart {
             y0 = y0.min(y);
             y1 = y1.max(y);
         }
-        if x0 > x1 {
-            (x0, x1, y1) = (0.0, 1.0, 1.0);
-        }
+        // A fixed range is the paper's; data beyond it extend the axis instead of being
+        // clipped (nothing is drawn outside the axes, and nothing silently at their edge).
         if let Some((a, bb)) = self.y_range {
-            (y0, y1) = (a, bb);
+            (y0, y1) = if x0 > x1 { (a, bb) } else { (a.min(y0), bb.max(y1)) };
+        }
+        if x0 > x1 {
+            (x0, x1, y1) = (0.0, 1.0, y1.max(1.0));
         }
         if x1 <= x0 {
             x1 = x0 + 1.0;
@@ -143,7 +146,7 @@ impl Chart {
                 .points
                 .iter()
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
-                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y.clamp(y0, y1))))
+                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
                 .collect();
             if !se.markers_only && coords.len() > 1 {
                 let _ = writeln!(
@@ -174,6 +177,37 @@ impl Chart {
     }
 }
 
+/// One attribute's value on one SVG line.
+fn attr<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    line.split(&format!(" {name}=\"")).nth(1).and_then(|r| r.split('"').next())
+}
+
+/// The drawn coordinates of an SVG written by [`Chart::to_svg`] that lie outside its plot area
+/// (markers and line vertices); `Err` when the SVG is not one of ours.
+pub fn points_outside_axes(svg: &str) -> Result<Vec<(f64, f64)>, String> {
+    let num = |line: &str, name: &str| -> Result<f64, String> {
+        attr(line, name).and_then(|v| v.parse().ok()).ok_or_else(|| format!("no number `{name}` in {line}"))
+    };
+    let area = svg.lines().find(|l| l.starts_with("<rect x=")).ok_or("no plot area")?;
+    let (x, y) = (num(area, "x")?, num(area, "y")?);
+    let (x1, y1) = (x + num(area, "width")?, y + num(area, "height")?);
+    let mut drawn = Vec::new();
+    for line in svg.lines() {
+        if line.starts_with("<circle") {
+            drawn.push((num(line, "cx")?, num(line, "cy")?));
+        } else if line.starts_with("<polyline") {
+            for p in attr(line, "points").ok_or("polyline without points")?.split(' ') {
+                let (a, b) = p.split_once(',').ok_or("bad point")?;
+                drawn.push((a.parse().map_err(|_| "bad x")?, b.parse().map_err(|_| "bad y")?));
+            }
+        }
+    }
+    if drawn.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(drawn.into_iter().filter(|&(px, py)| !((x..=x1).contains(&px) && (y..=y1).contains(&py))).collect())
+}
+
 fn esc(t: &str) -> String {
     t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
@@ -198,5 +232,27 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a &lt; b"));
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+    }
+
+    #[test]
+    fn data_beyond_a_fixed_range_extend_the_axis_and_stay_inside_it() {
+        let c = Chart {
+            title: "t".into(),
+            x_label: "time (s)".into(),
+            y_label: "Mb/s".into(),
+            series: vec![
+                Series { label: "line".into(), points: vec![(0.0, 10.0), (1.0, 474.0)], markers_only: false },
+                Series { label: "dots".into(), points: vec![(0.5, -3.0), (0.7, 86.0)], markers_only: true },
+            ],
+            y_range: Some((0.0, 120.0)),
+        };
+        let svg = c.to_svg();
+        assert_eq!(svg.matches("<circle").count(), 2 + 2, "{svg}");
+        assert_eq!(points_outside_axes(&svg), Ok(vec![]));
+        // The check sees a point drawn outside.
+        let moved = svg.replacen("<circle cx=\"", "<circle cx=\"9", 1);
+        assert_eq!(points_outside_axes(&moved).unwrap().len(), 1);
+        // The top tick covers 474 (the axis was extended, not the point clamped to 120).
+        assert!(svg.contains(">500</text>"), "{svg}");
     }
 }

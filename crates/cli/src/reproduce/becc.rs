@@ -8,7 +8,7 @@ use headroom_sim::scenario::CcKind;
 use headroom_sim::world::Metric;
 use headroom_sim::{sweep, Scenario};
 
-use super::{mean_between, run_scenario, run_world, series_of, Experiment};
+use super::{mean_between, par_map, run_scenario, run_world, series_of, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
@@ -67,20 +67,30 @@ fn window_sweep(src: &str, origin: &str, ccs: &[CcKind]) -> Result<Vec<SweepRow>
         .iter()
         .map(|(v, _)| SweepRow { max_window_kb: kb(v), throughput_mbps: Vec::new(), timeouts: Vec::new() })
         .collect();
+    let mut runs = Vec::new();
     for &cc in ccs {
-        for (row, (v, point)) in rows.iter_mut().zip(&points) {
+        for (v, point) in &points {
             let mut point = point.clone();
             for t in &mut point.tcp {
                 t.cc = cc;
             }
             point.check_edited(&format!("{origin} [{} = {v}, cc = {cc}]", sw.key))?;
-            let (_, report) = run_world(&point)?;
-            let flow = &report.flows[0];
-            if flow.cc.as_deref() != Some(cc.name()) {
-                bail!("{origin}: asked for {cc}, the run used {:?}", flow.cc);
-            }
-            row.throughput_mbps.push(flow.throughput_mbps);
-            row.timeouts.push(flow.timeouts);
+            runs.push((cc, point));
+        }
+    }
+    let mut results = par_map(&runs, |(cc, point)| {
+        let (_, report) = run_world(point)?;
+        let flow = &report.flows[0];
+        if flow.cc.as_deref() != Some(cc.name()) {
+            bail!("{origin}: asked for {cc}, the run used {:?}", flow.cc);
+        }
+        Ok((flow.throughput_mbps, flow.timeouts))
+    })?;
+    for _ in ccs {
+        for row in &mut rows {
+            let (tput, timeouts) = results.take()?;
+            row.throughput_mbps.push(tput);
+            row.timeouts.push(timeouts);
         }
     }
     Ok(rows)

@@ -14,7 +14,7 @@ use headroom_sim::traffic::UdpPattern;
 use headroom_sim::world::FlowKind;
 use headroom_sim::{Report, Scenario, World};
 
-use super::{only, run_scenario, run_world, Base, Experiment};
+use super::{only, par_map, run_scenario, run_world, Base, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
@@ -92,13 +92,18 @@ fn imtcp_fig8(dir: &Path) -> Result<String> {
     let ns = [3usize, 5, 35];
     let mut runs = Vec::new();
     let mut csv = String::from("n,time_s,estimate_mbps,in_range,available_mbps\n");
+    let scs = ns
+        .iter()
+        .map(|&n| {
+            base.edited(|sc| {
+                only(&mut sc.probe, "probe")?.stream_len = Some(n);
+                Ok(())
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut results = par_map(&scs, |sc| Ok(estimates_of(&run_world(sc)?.0, "imtcp-echo")))?;
     for n in ns {
-        let sc = base.edited(|sc| {
-            only(&mut sc.probe, "probe")?.stream_len = Some(n);
-            Ok(())
-        })?;
-        let (w, _) = run_world(&sc)?;
-        let est = estimates_of(&w, "imtcp-echo");
+        let est = results.take()?;
         for e in &est {
             let _ = writeln!(csv, "{n},{:.6},{:.3},{},{}", e.0, e.1, e.2, available_fig8(e.0));
         }
@@ -180,6 +185,13 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
         "{:<6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
         "", "m = 2", "m = 3", "m = 4", "m = 5", "m = 6", "m = 7", "Pro."
     );
+    let mut scs = Vec::new();
+    for (n, _, _) in paper {
+        for m in (2..=n.min(7)).map(Some).chain([None]) {
+            scs.push(with_n_m(n, m)?);
+        }
+    }
+    let mut results = par_map(&scs, count_results)?;
     let mut series = Vec::new();
     for (n, counts, pro) in paper {
         let _ = write!(s, "{:<6}", format!("N={n}"));
@@ -189,13 +201,13 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
                 let _ = write!(s, " {:>11}", "-");
                 continue;
             }
-            let (c, tput) = count_results(&with_n_m(n, Some(m))?)?;
+            let (c, tput) = results.take()?;
             let p = counts[m - 2];
             let _ = writeln!(csv, "{n},{m},{c},{p},{tput:.3}");
             let _ = write!(s, " {:>11}", format!("{p} / {c}"));
             pts.push((m as f64, c as f64));
         }
-        let (c, tput) = count_results(&with_n_m(n, None)?)?;
+        let (c, tput) = results.take()?;
         let _ = writeln!(csv, "{n},adaptive,{c},{pro},{tput:.3}");
         let _ = writeln!(s, " {:>11}", format!("{pro} / {c}"));
         series.push(Series { label: format!("N = {n}, fixed m"), points: pts, markers_only: false });
@@ -278,16 +290,22 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
         "{:<9} {:<8} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
         "avail", "T", "streams", "median", "p90", "max", "max-T", "timeouts", "results", "Mb/s"
     );
-    for (avail, cross, paper) in cases {
-        let _ = write!(s, "{:<10}", format!("{avail} Mb/s"));
-        let mut pts = Vec::new();
-        for (k, (label, t)) in timers.iter().enumerate() {
-            let sc = base.edited(|sc| {
+    let mut scs = Vec::new();
+    for (_, cross, _) in cases {
+        for (_, t) in timers {
+            scs.push(base.edited(|sc| {
                 *poisson_rate(sc)? = Rate::from_mbps(cross);
                 imtcp_of(sc)?.storing_timer = t.map(Dur::from_millis);
                 Ok(())
-            })?;
-            let run = storing_run(&sc)?;
+            })?);
+        }
+    }
+    let mut results = par_map(&scs, storing_run)?;
+    for (avail, _, paper) in cases {
+        let _ = write!(s, "{:<10}", format!("{avail} Mb/s"));
+        let mut pts = Vec::new();
+        for (k, (label, _)) in timers.iter().enumerate() {
+            let run = results.take()?;
             let c = run.results;
             let st = run.stats;
             let _ = writeln!(
@@ -469,13 +487,10 @@ fn imtcp_web(dir: &Path) -> Result<String> {
         variants.push((format!("ImTCP ({cc})"), cc, true));
         variants.push((cc.to_string(), cc, false));
     }
-    let mut rows = Vec::new();
-    for (label, cc, inline) in &variants {
-        let mut tputs = Vec::new();
-        let mut timeouts = Vec::new();
-        let mut times = Vec::new();
+    let mut scs = Vec::new();
+    for (_, cc, inline) in &variants {
         for seed in seeds {
-            let sc = base.edited(|sc| {
+            scs.push(base.edited(|sc| {
                 sc.seed = seed;
                 let bulk = only(&mut sc.tcp, "tcp")?;
                 bulk.cc = *cc;
@@ -486,8 +501,17 @@ fn imtcp_web(dir: &Path) -> Result<String> {
                     bulk.imtcp = None;
                 }
                 Ok(())
-            })?;
-            let (_, r) = run_world(&sc)?;
+            })?);
+        }
+    }
+    let mut results = par_map(&scs, |sc| Ok(run_world(sc)?.1))?;
+    let mut rows = Vec::new();
+    for (label, _, _) in &variants {
+        let mut tputs = Vec::new();
+        let mut timeouts = Vec::new();
+        let mut times = Vec::new();
+        for seed in seeds {
+            let r = results.take()?;
             let t = page_times(&r);
             let _ = writeln!(
                 csv,
@@ -588,13 +612,10 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
         "{:<14} {:>17} {:>17} {:>17} {:>11}",
         "capacity/flows", "Jain paper/ours", "ImTCP paper/ours", "Reno paper/ours", "ImTCP/Reno"
     );
-    let mut im_pts = Vec::new();
-    let mut re_pts = Vec::new();
-    for (cap, n, pj, pi, pr) in paper {
-        let mut totals = [0.0; 2];
-        let mut jains = [0.0; 2];
-        for (k, inline) in [true, false].into_iter().enumerate() {
-            let sc = base.edited(|sc| {
+    let mut scs = Vec::new();
+    for (cap, n, _, _, _) in paper {
+        for inline in [true, false] {
+            scs.push(base.edited(|sc| {
                 bottleneck(sc)?.rate = Rate::from_mbps(cap.into());
                 let flows = only(&mut sc.tcp, "tcp")?;
                 flows.count = n;
@@ -605,8 +626,17 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
                     flows.imtcp = None;
                 }
                 Ok(())
-            })?;
-            let (_, r) = run_world(&sc)?;
+            })?);
+        }
+    }
+    let mut results = par_map(&scs, |sc| Ok(run_world(sc)?.1))?;
+    let mut im_pts = Vec::new();
+    let mut re_pts = Vec::new();
+    for (cap, n, pj, pi, pr) in paper {
+        let mut totals = [0.0; 2];
+        let mut jains = [0.0; 2];
+        for k in 0..2 {
+            let r = results.take()?;
             let x: Vec<f64> = r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).map(|f| f.throughput_mbps).collect();
             totals[k] = x.iter().sum();
             jains[k] = stats::jain_index(&x).unwrap_or(f64::NAN);
@@ -647,15 +677,12 @@ fn imtcp_fig13(dir: &Path) -> Result<String> {
     let intervals = [0.0f64, 12.0, 15.0, 20.0];
     let seeds = [1u64, 2, 3, 4];
     let mut csv = String::from("interval_rtts,connections,seed,imtcp_total_mbps,reno_total_mbps,ratio\n");
-    let mut series = Vec::new();
-    let mut table = Vec::new();
+    let mut scs = Vec::new();
     for iv in intervals {
-        let mut pts = Vec::new();
         for n in totals {
             let half = n / 2;
-            let mut ratios = Vec::new();
             for seed in seeds {
-                let sc = base.edited(|sc| {
+                scs.push(base.edited(|sc| {
                     sc.seed = seed;
                     let [imtcp, reno] = &mut sc.tcp[..] else { bail!("expected two [[tcp]] entries, ImTCP and Reno") };
                     imtcp.imtcp.as_mut().context("the first [[tcp]] entry has no `imtcp` settings")?.interval_rtts =
@@ -665,8 +692,19 @@ fn imtcp_fig13(dir: &Path) -> Result<String> {
                     }
                     (imtcp.count, reno.count) = (half, half);
                     Ok(())
-                })?;
-                let (_, r) = run_world(&sc)?;
+                })?);
+            }
+        }
+    }
+    let mut results = par_map(&scs, |sc| Ok(run_world(sc)?.1))?;
+    let mut series = Vec::new();
+    let mut table = Vec::new();
+    for iv in intervals {
+        let mut pts = Vec::new();
+        for n in totals {
+            let mut ratios = Vec::new();
+            for seed in seeds {
+                let r = results.take()?;
                 let sum = |p: &str| {
                     r.flows
                         .iter()

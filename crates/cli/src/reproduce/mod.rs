@@ -2,12 +2,16 @@
 //! side-by-side summary (ours against the paper's figures) into `--out` (default `out/NAME`).
 //! The scenarios are embedded in the binary, so an installed `headroom` needs no checkout.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
 use headroom_sim::world::Metric;
 use headroom_sim::{Scenario, World};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
@@ -17,11 +21,15 @@ pub struct ReproduceArgs {
     /// Output directory (one sub-directory per experiment).
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
+    /// Also write `report.md` and a self-contained `report.html` into `--out`.
+    #[arg(long)]
+    pub report: bool,
 }
 
 mod becc;
 mod imtcp;
 mod pathquick;
+mod report;
 
 /// One reproducible experiment: `run` writes its files into the directory it is given and
 /// returns the side-by-side summary (ours against the paper's figures).
@@ -57,16 +65,58 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
             })
             .collect::<Result<_>>()?
     };
-    for e in chosen {
-        let dir = a.out.join(e.name);
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let started = Instant::now();
+    let outcomes = run_parallel(&chosen, &a.out).into_iter().collect::<Result<Vec<_>>>()?;
+    for (e, o) in chosen.iter().zip(&outcomes) {
         println!("== {} — {}", e.name, e.about);
-        let summary = (e.run)(&dir)?;
-        std::fs::write(dir.join("summary.txt"), &summary)?;
-        print!("{summary}");
-        println!("(files in {})\n", dir.display());
+        print!("{}", o.summary);
+        println!("(files in {})", o.dir.display());
+        println!("wall time {:.1} s\n", o.wall.as_secs_f64());
+    }
+    println!("reproduce: {} experiment(s) in {:.1} s wall", chosen.len(), started.elapsed().as_secs_f64());
+    if a.report {
+        let runs: Vec<(&Experiment, &Outcome)> = chosen.iter().copied().zip(&outcomes).collect();
+        let path = report::write(&a.out, &runs)?;
+        println!("report: {} (and report.md beside it)", path.display());
     }
     Ok(())
+}
+
+/// What one experiment left: its summary (also in `summary.txt`), its directory and wall time.
+pub struct Outcome {
+    pub summary: String,
+    pub dir: PathBuf,
+    pub wall: Duration,
+}
+
+/// Runs the experiments on rayon's pool (each one's own runs in parallel too), with a progress
+/// bar on a terminal; the outcomes come back in the experiments' order whatever the threads.
+fn run_parallel(chosen: &[&Experiment], out: &Path) -> Vec<Result<Outcome>> {
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(chosen.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} experiments {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let outcomes = chosen
+        .par_iter()
+        .map(|e| {
+            let t = Instant::now();
+            let dir = out.join(e.name);
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let summary = (e.run)(&dir).with_context(|| format!("experiment {}", e.name))?;
+            std::fs::write(dir.join("summary.txt"), &summary)?;
+            bar.inc(1);
+            bar.set_message(e.name);
+            Ok(Outcome { summary, dir, wall: t.elapsed() })
+        })
+        .collect();
+    bar.finish_and_clear();
+    outcomes
 }
 
 /// Runs a scenario and writes its standard outputs; returns the world for plots.
@@ -74,6 +124,24 @@ pub fn run_scenario(dir: &Path, src: &str, origin: &'static str) -> Result<(Worl
     let (w, r) = run_world(&Base::load(src, origin)?.sc)?;
     headroom_sim::output::write_all(dir, &w, &r)?;
     Ok((w, r))
+}
+
+/// Runs `f` on every item on rayon's pool (the threads of `RAYON_NUM_THREADS`, or one per
+/// core) and returns the results in the items' order, so the files written from them do not
+/// depend on the number of threads. The first error (in item order) is returned.
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync + Send) -> Result<Results<R>> {
+    let out: Result<Vec<R>> = items.par_iter().map(f).collect();
+    Ok(Results(out?.into_iter()))
+}
+
+/// The results of [`par_map`], taken in the order the runs were listed.
+pub struct Results<R>(std::vec::IntoIter<R>);
+
+impl<R> Results<R> {
+    /// The next run's result (an error, not a panic, if the runs were listed short).
+    pub fn take(&mut self) -> Result<R> {
+        self.0.next().context("internal: fewer results than the experiment listed runs")
+    }
 }
 
 /// Runs a scenario (its own seed) without writing its standard outputs.

@@ -23,7 +23,7 @@ use headroom_sim::scenario::ProbeMethod;
 use headroom_sim::traffic::UdpPattern;
 use headroom_sim::{Scenario, World};
 
-use super::{only, Base, Experiment};
+use super::{only, par_map, Base, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[Experiment {
@@ -160,12 +160,12 @@ pub fn summarise(rows: &[TrainRow], method: &'static str, available: f64) -> Lev
 
 fn pathquick_fig6(dir: &Path) -> Result<String> {
     let levels: Vec<f64> = (0..=12).map(f64::from).collect();
+    let runs: Vec<(&Method, u64)> = METHODS.iter().flat_map(|m| (0..=12u64).map(move |k| (m, k))).collect();
+    // The same seed for every method at a level: the same cross-traffic realisation.
+    let mut results = par_map(&runs, |&(method, k)| run_level(method, k, TRAINS, 1 + k))?;
     let mut rows = Vec::new();
-    for method in &METHODS {
-        for k in 0..=12u64 {
-            // The same seed for every method at a level: the same cross-traffic realisation.
-            rows.extend(run_level(method, k, TRAINS, 1 + k)?);
-        }
+    for _ in &runs {
+        rows.extend(results.take()?);
     }
 
     let mut csv =
