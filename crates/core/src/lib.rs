@@ -19,6 +19,7 @@
 pub mod abw;
 pub mod cc;
 pub mod imtcp;
+pub mod math;
 pub mod rng;
 pub mod rtt;
 pub mod stats;
