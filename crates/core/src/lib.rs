@@ -22,6 +22,7 @@ pub mod imtcp;
 pub mod math;
 pub mod rng;
 pub mod rtt;
+pub mod sack;
 pub mod stats;
 pub mod units;
 
