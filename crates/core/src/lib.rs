@@ -19,8 +19,10 @@
 pub mod abw;
 pub mod cc;
 pub mod imtcp;
+pub mod math;
 pub mod rng;
 pub mod rtt;
+pub mod sack;
 pub mod stats;
 pub mod units;
 

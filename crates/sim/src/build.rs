@@ -5,7 +5,7 @@
 
 use headroom_core::cc::becc::Becc;
 use headroom_core::cc::reno::{Recovery, Reno, RenoConfig};
-use headroom_core::cc::CongestionControl;
+use headroom_core::cc::{CongestionControl, Cubic, HighSpeed, WestwoodPlus};
 use headroom_core::units::{Dur, Time};
 
 use crate::probe::{ImtcpEchoProber, Prober, TrainProber};
@@ -18,6 +18,9 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::NewReno => Box::new(Reno::newreno(cfg)),
         CcKind::Becc => Box::new(Becc::with_paper_constants(Recovery::Reno, cfg)),
         CcKind::BeccNewReno => Box::new(Becc::with_paper_constants(Recovery::NewReno, cfg)),
+        CcKind::Cubic => Box::new(Cubic::cubic(cfg)),
+        CcKind::HighSpeed => Box::new(HighSpeed::highspeed(cfg)),
+        CcKind::WestwoodPlus => Box::new(WestwoodPlus::westwood_plus(cfg)),
     }
 }
 

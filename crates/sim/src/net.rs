@@ -22,6 +22,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
+use headroom_core::sack::SackBlocks;
 use headroom_core::units::{Dur, Rate, Time};
 
 use headroom_core::rng::Rng;
@@ -61,6 +62,8 @@ pub struct Packet {
     pub stat: u32,
     pub seq: u64,
     pub ts: Time,
+    /// SACK blocks of a TCP ACK (RFC 2018); empty otherwise.
+    pub sack: SackBlocks,
 }
 
 /// Events of the simulation.
@@ -425,7 +428,17 @@ mod tests {
     }
 
     fn pkt(dst: NodeId, size: u32) -> Packet {
-        Packet { kind: Kind::Udp, dst, size, endpoint: 0, gen: 0, stat: 0, seq: 0, ts: Time::ZERO }
+        Packet {
+            kind: Kind::Udp,
+            dst,
+            size,
+            endpoint: 0,
+            gen: 0,
+            stat: 0,
+            seq: 0,
+            ts: Time::ZERO,
+            sack: SackBlocks::NONE,
+        }
     }
 
     #[test]

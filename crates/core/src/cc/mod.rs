@@ -3,7 +3,11 @@
 //! planned), and every controller behind it:
 //!
 //! - [`reno`] — Reno and NewReno (RFC 5681, RFC 6582), with the variants the papers' simulators used;
-//! - [`becc`] — BECC's bandwidth window on Reno (Kugimoto & Amagai 1997).
+//! - [`becc`] — BECC's bandwidth window on Reno (Kugimoto & Amagai 1997);
+//! - [`window_rule`] — Reno's loss recovery with another growth and reduction rule, the frame of:
+//!   - [`highspeed`] — HighSpeed TCP (RFC 3649);
+//!   - [`cubic`] — CUBIC (RFC 9438, Linux defaults);
+//!   - [`westwood`] — Westwood+ (BWE × RTT_min after a loss).
 //!
 //! Each controller is one file here; the planned ones (Vegas, TCP Nice, TCP-LP, LEDBAT, HighSpeed
 //! TCP, Westwood+, CUBIC, ImTCP's background and full-speed modes) land beside them.
@@ -35,10 +39,18 @@
 //! window go into it and it decides when each one leaves; it sees every ACK's arrival time.
 
 pub mod becc;
+pub mod cubic;
+pub mod highspeed;
 pub mod reno;
+pub mod westwood;
+pub mod window_rule;
 
 pub use becc::Becc;
+pub use cubic::Cubic;
+pub use highspeed::HighSpeed;
 pub use reno::{Recovery, Reno, RenoConfig, SsthreshRule};
+pub use westwood::WestwoodPlus;
+pub use window_rule::{RenoRecovery, WindowRule};
 
 use crate::units::{Bytes, Dur, Rate, Time};
 

@@ -160,6 +160,14 @@ impl Reno {
     pub fn set_cwnd(&mut self, cwnd: Bytes) {
         self.cwnd = cwnd.0.max(1);
     }
+    /// Overrides `ssthresh` (for controllers built on Reno's loss recovery that choose their own
+    /// reduction, see [`crate::cc::window_rule`]). Never below two segments.
+    pub fn set_ssthresh(&mut self, ssthresh: Bytes) {
+        self.ssthresh = ssthresh.0.max(2 * self.mss);
+    }
+    pub fn mss(&self) -> Bytes {
+        Bytes(self.mss)
+    }
 
     fn halve(&self, in_flight: Bytes) -> u64 {
         let base = match self.rule {

@@ -9,8 +9,12 @@
 //!   the paper's "accounting"), filtered by the time-varying Tustin low-pass filter
 //!   `b̂_k = α_k b̂_{k-1} + (1 - α_k)(b_k + b_{k-1})/2`, `α_k = (2τ - Δ_k)/(2τ + Δ_k)`
 //!   (α clamped at 0 when an ACK gap exceeds 2τ). [`WestwoodVariant::Plus`] gives Westwood+
-//!   (Mascolo et al. 2004; Linux `tcp_westwood.c`): one sample per RTT, bytes acknowledged in
-//!   the RTT over its duration, smoothed `b̂ = 7/8 b̂ + 1/8 b`.
+//!   (Mascolo et al. 2004) as Linux `tcp_westwood.c` computes it: one sample per RTT window
+//!   (a window closes at the first ACK more than max(latest RTT sample, 50 ms) after it opened),
+//!   bytes acknowledged in the window over its duration, filtered twice with gain 1/8:
+//!   `b̂_ns = 7/8 b̂_ns + 1/8 b`, then `b̂ = 7/8 b̂ + 1/8 b̂_ns` (both start at the first sample).
+//!   This one estimator serves the passive comparison and the Westwood+ congestion controller
+//!   ([`crate::cc::westwood`]).
 //! - [`Hoe`] — Hoe's start-up estimate (SIGCOMM 1996): the least-squares slope of the
 //!   cumulative ACK number against the arrival time of three consecutive ACKs. Hoe measures
 //!   once, at connection start; as the ImTCP paper does for its comparison, headroom repeats it
@@ -75,6 +79,10 @@ pub struct Westwood {
     last_ack_time: Option<Time>,
     last_sample: f64,
     filtered: Option<f64>,
+    /// Westwood+: the first filter's output (Linux's `bw_ns_est`).
+    non_smoothed: f64,
+    /// Westwood+: the latest RTT sample (Linux's `w->rtt`).
+    latest_rtt: Option<Dur>,
     /// Bytes credited to duplicate ACKs not yet covered by a cumulative ACK.
     accounted: u64,
     /// Westwood+: start of the current RTT window.
@@ -100,6 +108,8 @@ impl Westwood {
             last_ack_time: None,
             last_sample: 0.0,
             filtered: None,
+            non_smoothed: 0.0,
+            latest_rtt: None,
             accounted: 0,
             window_start: None,
             pending_bytes: 0,
@@ -163,13 +173,24 @@ impl PassiveEstimator for Westwood {
             WestwoodVariant::Plus => {
                 let start = *self.window_start.get_or_insert(ev.now);
                 self.pending_bytes += d;
-                let rtt = ev.srtt.or(ev.rtt).unwrap_or(Dur::from_millis(100)).max(Dur::from_millis(50));
+                if let Some(r) = ev.rtt {
+                    self.latest_rtt = Some(r);
+                }
+                let Some(rtt) = self.latest_rtt else {
+                    return;
+                };
                 let dt = ev.now.saturating_since(start);
-                if dt >= rtt {
+                if dt > rtt.max(Dur::from_millis(50)) {
                     let b = (self.pending_bytes * 8) as f64 / dt.as_secs_f64();
                     let f = match self.filtered {
-                        None => b,
-                        Some(prev) => 0.875 * prev + 0.125 * b,
+                        None => {
+                            self.non_smoothed = b;
+                            b
+                        }
+                        Some(prev) => {
+                            self.non_smoothed = 0.875 * self.non_smoothed + 0.125 * b;
+                            0.875 * prev + 0.125 * self.non_smoothed
+                        }
                     };
                     self.filtered = Some(f);
                     self.pending_bytes = 0;
@@ -382,13 +403,42 @@ mod tests {
     }
 
     #[test]
-    fn westwood_plus_samples_once_per_rtt() {
+    fn westwood_plus_samples_once_per_rtt_and_filters_twice() {
         let mut w = Westwood::plus();
-        steady(&mut w, 1000);
+        let with_rtt = |mut ev: AckEvent| {
+            ev.rtt = Some(Dur::from_millis(20));
+            ev
+        };
+        for i in 1..=1000u64 {
+            w.on_ack(&with_rtt(ack(i * 1000, i * 1460, 1460)));
+        }
         let n = std::iter::from_fn(|| w.poll_estimate()).count();
-        // 1 s of ACKs, RTT 20 ms raised to the 50 ms floor: about 20 samples
-        assert!((18..=21).contains(&n), "{n}");
+        // 1 s of ACKs, RTT 20 ms raised to the 50 ms floor, a window closing at the first ACK
+        // after 50 ms (51 ms): 19 samples
+        assert_eq!(n, 19);
         assert!((w.estimate().unwrap().as_mbps() - 11.68).abs() < 0.3);
+        // Run on until a window closes, then halve the ACK rate: after one window at the new
+        // rate the once-filtered value has moved 1/8 of the step, the twice-filtered one 1/64.
+        let (mut i, mut t) = (1000u64, 1_000_000u64);
+        while w.poll_estimate().is_none() {
+            i += 1;
+            t += 1000;
+            w.on_ack(&with_rtt(ack(t, i * 1460, 1460)));
+        }
+        let (ns_before, before) = (w.non_smoothed, w.filtered.unwrap());
+        while w.poll_estimate().is_none() {
+            i += 1;
+            t += 2000;
+            w.on_ack(&with_rtt(ack(t, i * 1460, 1460)));
+        }
+        // 26 ACKs of 1460 bytes in 52 ms: 5.84 Mbit/s.
+        let b = 5.84e6;
+        let ns_after = 0.875 * ns_before + 0.125 * b;
+        assert!((w.non_smoothed - ns_after).abs() < 1.0, "{} vs {ns_after}", w.non_smoothed);
+        let after = w.filtered.unwrap();
+        assert!((after - (0.875 * before + 0.125 * ns_after)).abs() < 1.0);
+        // The twice-filtered estimate moved only about 1/64 of the 5.84 Mbit/s step.
+        assert!((before - after) / (before - b) < 0.02, "{before} -> {after}");
     }
 
     #[test]

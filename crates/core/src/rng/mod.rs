@@ -24,7 +24,7 @@
 //!
 //! Integer outputs are plain wrapping arithmetic. The floating-point samplers use only IEEE 754
 //! `+ - * /`, which Rust never contracts into fused multiply-adds, plus the natural logarithm and
-//! exponential implemented here ([`ln`], [`exp`], in `rng/math.rs`) with those same operations. No call
+//! exponential implemented here ([`ln`], [`exp`], in `crate::math`) with those same operations. No call
 //! goes to the platform's libm, whose last-bit results differ between glibc, musl and macOS, so a
 //! seed gives bit-identical samples everywhere.
 //!
@@ -52,10 +52,9 @@
 //! Computer Programming* Vol. 2, 3rd ed., §3.4.1 (exponential, D; geometric and Poisson, F); D. Lemire, "Fast
 //! random integer generation in an interval", ACM TOMACS 2019.
 
-mod math;
 mod sample;
 
-pub use math::{exp, ln};
+pub use crate::math::{exp, ln};
 pub use sample::POISSON_MAX_MEAN;
 
 /// xoshiro256** seeded through splitmix64. See the module documentation.

@@ -8,7 +8,7 @@ use super::{BulkFlow, FlowKind, FlowStats, ProbeFlow, UdpFlow, WebClient, WebGro
 use crate::build::{make_cc, make_prober};
 use crate::net::{Ev, Link, Net, NodeId, QueueLimit};
 use crate::passive::TapState;
-use crate::scenario::{rto_preset, Scenario};
+use crate::scenario::{rto_preset, CcKind, Scenario};
 use crate::tcp::{Owner, SenderBuffer, TcpParams};
 use crate::traffic::UdpSource;
 use headroom_core::rng::Rng;
@@ -103,6 +103,7 @@ impl World {
             if let Some(v) = t.rto_initial {
                 rto.initial = v;
             }
+            let sack = sack_for(t.cc, t.sack, &format!("tcp[{i}]"))?;
             let max_window = t.max_window.map_or(1 << 30, |b| b.0);
             let params = TcpParams {
                 // A window smaller than one segment sends window-sized segments (BSD does).
@@ -111,6 +112,7 @@ impl World {
                 delayed_ack: t.delayed_ack,
                 delack_timeout: t.delack_timeout.unwrap_or(Dur::from_millis(100)),
                 timestamps: t.timestamps.unwrap_or(true),
+                sack,
                 rto,
             };
             for k in 0..t.count {
@@ -183,7 +185,12 @@ impl World {
             check_route(&w.net, clients, servers, &format!("web[{i}]"))?;
             let name = ws.name.clone().unwrap_or_else(|| format!("web{i}"));
             let stat = w.add_stat(name, FlowKind::Web, Some(ws.cc.to_string()));
-            let params = TcpParams { mss: ws.mss.unwrap_or(1460), delayed_ack: ws.delayed_ack, ..TcpParams::default() };
+            let params = TcpParams {
+                mss: ws.mss.unwrap_or(1460),
+                delayed_ack: ws.delayed_ack,
+                sack: sack_for(ws.cc, ws.sack, &format!("web[{i}]"))?,
+                ..TcpParams::default()
+            };
             let g = w.web.len() as u32;
             let start = Time(ws.start.unwrap_or(Dur::ZERO).0);
             w.web.push(WebGroup {
@@ -260,5 +267,18 @@ impl World {
         });
         self.series.push(name);
         (self.stats.len() - 1) as u32
+    }
+}
+
+/// The `sack` a flow runs with: as asked, or by default where the controller fits it
+/// ([`CcKind::fits_sack`]); asking for SACK with a controller that does not fit is an error.
+fn sack_for(cc: CcKind, asked: Option<bool>, what: &str) -> Result<bool, String> {
+    match asked {
+        Some(true) if !cc.fits_sack() => Err(format!(
+            "{what}: sack = true needs a controller with NewReno's recovery; `{cc}` leaves recovery at the first \
+             partial ACK (use `newreno`, `becc-newreno`, `cubic`, ... or sack = false)"
+        )),
+        Some(v) => Ok(v),
+        None => Ok(cc.sack_by_default()),
     }
 }

@@ -22,6 +22,7 @@ pub use report::{FlowKind, FlowStats, LinkReport, PacketReport, Report};
 
 use headroom_core::cc::reno::RenoConfig;
 use headroom_core::cc::CongestionControl;
+use headroom_core::sack::SackBlocks;
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 
 use crate::build::make_cc;
@@ -328,6 +329,7 @@ impl World {
                     stat: p.stat,
                     seq: p.seq,
                     ts: now,
+                    sack: SackBlocks::NONE,
                 };
                 self.net.send(f.dst, echo);
             }
@@ -375,6 +377,7 @@ impl World {
                     stat: f.stat,
                     seq: id,
                     ts: now,
+                    sack: SackBlocks::NONE,
                 },
             );
         }
@@ -452,6 +455,7 @@ impl World {
             stat: f.stat,
             seq: 0,
             ts: now,
+            sack: SackBlocks::NONE,
         };
         let src = f.src;
         let (t, size) = f.source.next();
@@ -495,6 +499,7 @@ impl World {
                         stat,
                         seq: size,
                         ts: now,
+                        sack: SackBlocks::NONE,
                     },
                 );
             } else {
@@ -512,7 +517,17 @@ impl World {
         let now = self.net.now;
         self.net.send(
             src,
-            Packet { kind: Kind::Request, dst, size: REQUEST_SIZE, endpoint: c, gen: 0, stat, seq: size, ts: now },
+            Packet {
+                kind: Kind::Request,
+                dst,
+                size: REQUEST_SIZE,
+                endpoint: c,
+                gen: 0,
+                stat,
+                seq: size,
+                ts: now,
+                sack: SackBlocks::NONE,
+            },
         );
     }
 

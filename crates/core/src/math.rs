@@ -1,5 +1,6 @@
-//! The natural logarithm and exponential with IEEE `+ - * /` only, so that the samplers give
-//! bit-identical results on every platform (see the [module documentation](super)).
+//! Elementary functions with IEEE `+ - * /` only, so that the samplers and the controllers that
+//! need them (CUBIC's cube root, HighSpeed TCP's logarithms) give bit-identical results on every
+//! platform (see the [RNG module documentation](crate::rng)).
 
 /// ln 2 split as in fdlibm: the high part has 21 trailing zero bits, so `k * LN2_HI` is exact for
 /// any exponent `k` (|k| < 2^11); `LN2_HI + LN2_LO` is ln 2 to about 2^-100.
@@ -77,6 +78,41 @@ pub fn exp(x: f64) -> f64 {
     scale_by_pow2(sum, kf as i64)
 }
 
+/// Real cube root with IEEE `+ - * /` only: an exponent-based first guess, then Newton's
+/// iteration `y ← y − (y³ − x) / (3y²)` to convergence (at most a few dozen steps; the last step
+/// is taken where the correction no longer shrinks). `cbrt(-x) = -cbrt(x)`.
+pub fn cbrt(x: f64) -> f64 {
+    if x == 0.0 || x.is_nan() || x.is_infinite() {
+        return x;
+    }
+    let a = x.abs();
+    // 2^(e/3) as a first guess, from the exponent bits (e may be negative).
+    let e = ((a.to_bits() >> 52) & 0x7ff) as i64 - 1023;
+    let mut y = scale_by_pow2(1.0, e.div_euclid(3));
+    let mut last = f64::INFINITY;
+    for _ in 0..200 {
+        let step = (y * y * y - a) / (3.0 * y * y);
+        if step.abs() >= last {
+            break;
+        }
+        last = step.abs();
+        y -= step;
+        if step == 0.0 {
+            break;
+        }
+    }
+    if x < 0.0 {
+        -y
+    } else {
+        y
+    }
+}
+
+/// `x^p` for `x > 0` as `exp(p ln x)` (portable, a few ulp for moderate results).
+pub fn powf(x: f64, p: f64) -> f64 {
+    exp(p * ln(x))
+}
+
 /// `v * 2^k` exactly (barring under/overflow), built from the exponent bits.
 fn scale_by_pow2(mut v: f64, mut k: i64) -> f64 {
     // Apply in steps that each stay inside the normal exponent range.
@@ -123,5 +159,21 @@ mod tests {
         assert!((ln(f64::MIN_POSITIVE / 8.0) - (f64::MIN_POSITIVE / 8.0).ln()).abs() < 1e-12);
         assert_eq!(exp(-800.0), 0.0);
         assert_eq!(exp(800.0), f64::INFINITY);
+    }
+
+    #[test]
+    fn portable_cbrt_and_powf_match_libm_closely() {
+        let mut r = Rng::new(7);
+        for _ in 0..20_000 {
+            let x = exp(r.uniform_range(-300.0, 300.0)) * if r.bernoulli(0.5) { 1.0 } else { -1.0 };
+            let (a, b) = (cbrt(x), x.cbrt());
+            assert!((a - b).abs() <= 4.5e-16 * b.abs(), "cbrt({x}) = {a}, libm {b}");
+            let (w, p) = (r.uniform_range(1.0, 1e5), r.uniform_range(-2.0, 2.0));
+            let (c, d) = (powf(w, p), w.powf(p));
+            assert!((c - d).abs() <= 4e-15 * d.abs(), "powf({w}, {p}) = {c}, libm {d}");
+        }
+        assert_eq!(cbrt(27.0), 3.0);
+        assert_eq!(cbrt(-8.0), -2.0);
+        assert_eq!(cbrt(0.0), 0.0);
     }
 }
