@@ -346,6 +346,14 @@ pub struct WebSpec {
     pub count: u32,
     #[serde(default)]
     pub model: WebModel,
+    /// ImTCP-bg §4's N_web servers: "N_web web servers answer the requests of the clients, who
+    /// send requests so that at most N_web pages download at once". Each server serves one
+    /// client at a time, for the client's page and then its think time; a client ready for a
+    /// page waits (FIFO) for a free server, and its page time runs from its requests (when it
+    /// got a server). So at most `max_pages` pages download at once and the web load grows
+    /// with it. Absent: no servers limit (every client requests when its think time ends).
+    #[serde(default)]
+    pub max_pages: Option<u32>,
     #[serde(default)]
     pub cc: CcKind,
     /// Reno: ns-2's `bugFix_` (see `[[tcp]] recover_guard`).
@@ -540,6 +548,9 @@ impl Scenario {
             known(&w.clients, &format!("web[{i}].clients"))?;
             known(&w.servers, &format!("web[{i}].servers"))?;
             w.model.validate().map_err(|m| err(&w.clients.span(), &format!("web[{i}].model"), m))?;
+            if w.max_pages == Some(0) {
+                return Err(err(&w.clients.span(), &format!("web[{i}].max_pages"), "must be at least 1".into()));
+            }
         }
         for (i, p) in self.probe.iter().enumerate() {
             known(&p.from, &format!("probe[{i}].from"))?;

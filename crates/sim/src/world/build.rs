@@ -195,6 +195,9 @@ impl World {
                 recover_guard: ws.recover_guard,
                 params,
                 stop: ws.stop.map_or(end, |d| Time(d.0)),
+                max_pages: ws.max_pages,
+                busy_servers: 0,
+                waiting: std::collections::VecDeque::new(),
             });
             w.stats[stat as usize].start_s = start.as_secs_f64();
             for _ in 0..ws.count {
@@ -203,7 +206,13 @@ impl World {
                 // Desynchronise the clients: each starts after one think time.
                 let first = start + ws.model.think_time(&mut rng);
                 let c = w.clients.len() as u32;
-                w.clients.push(WebClient { group: g, rng, outstanding: 0, page_start: Time::ZERO });
+                w.clients.push(WebClient {
+                    group: g,
+                    rng,
+                    outstanding: 0,
+                    page_start: Time::ZERO,
+                    holds_server: false,
+                });
                 w.net.schedule(first, Ev::WebPage(c));
             }
         }
