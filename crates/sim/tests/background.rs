@@ -49,7 +49,7 @@ fn n_web_servers_bound_the_pages_in_download_and_set_the_load() {
     let (c5, n5, mbps5) = pages(Some(5));
     let (c20, n20, mbps20) = pages(Some(20));
     let (c_free, _, _) = pages(None);
-    assert!(c5 <= 5 && c5 >= 4, "5 servers: at most 5 pages at once, and the bound is reached ({c5})");
+    assert!((4..=5).contains(&c5), "5 servers: at most 5 pages at once, and the bound is reached ({c5})");
     assert!(c20 <= 20 && c20 > 5, "20 servers: {c20} pages at once");
     assert!(c_free > 20, "200 clients without the servers limit exceed it ({c_free})");
     // Each server alternates a page and a think time: the load grows with the servers.
