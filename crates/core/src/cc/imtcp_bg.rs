@@ -36,10 +36,10 @@
 //!   before the next one. Applied on every ACK, the window's worth of ACKs that carry the same
 //!   queue reading would compound the same reduction dozens of times before it can show.
 //!   [`Reduction::EveryAck`] keeps the per-ACK reading for comparison.
-//! - *Slow start after a reduction.* Eq. 4 also sets `ssthresh` to the reduced window, so Reno
-//!   grows linearly from there: the queue it detected is a congestion signal, and left in slow
-//!   start (ssthresh still unlimited before the first loss) the window would double again within
-//!   the RTT that the once-per-RTT rule waits.
+//! - *Slow start after a reduction.* Eq. 4 changes `cwnd` only, so Reno keeps its `ssthresh`
+//!   (unlimited before the first loss): below it the window regrows by slow start, up to
+//!   `maxcwnd`. [`ImtcpBgConfig::reduction_sets_ssthresh`] makes Eq. 4 also set `ssthresh`
+//!   (linear regrowth), for comparison.
 //! - Eq. 4 is not applied during fast recovery (the window is Reno's inflated recovery window,
 //!   rescaled anyway when recovery ends) and never takes the window below two segments.
 //!
@@ -85,11 +85,14 @@ pub struct ImtcpBgConfig {
     /// δ of Eq. 3 (1.5; the paper also studies 1.2).
     pub delta: f64,
     pub reduction: Reduction,
+    /// Eq. 4 also sets `ssthresh` to the reduced window (leaves slow start). Off in the paper's
+    /// rule (only `cwnd` changes).
+    pub reduction_sets_ssthresh: bool,
 }
 
 impl Default for ImtcpBgConfig {
     fn default() -> Self {
-        ImtcpBgConfig { gamma: 1.0 / 8.0, delta: 1.5, reduction: Reduction::OncePerRtt }
+        ImtcpBgConfig { gamma: 1.0 / 8.0, delta: 1.5, reduction: Reduction::OncePerRtt, reduction_sets_ssthresh: false }
     }
 }
 
@@ -238,7 +241,9 @@ impl ImtcpBgLimit {
         }
         if let Some(k) = rtt.and_then(|r| self.rule.on_rtt(now, r)) {
             self.window = ((self.window as f64 * k) as u64).max(2 * self.mss);
-            self.slow_start = false;
+            if self.rule.cfg.reduction_sets_ssthresh {
+                self.slow_start = false;
+            }
         }
         let bound = self.rule.maxcwnd();
         if bound.is_some_and(|b| self.window >= b.0) {
@@ -327,6 +332,10 @@ pub trait WindowBound {
     fn on_estimate(&mut self, a: Rate, srtt: Option<Dur>, mss: Bytes);
     /// The current bound (`None`: unlimited).
     fn bound(&self) -> Option<Bytes>;
+    /// Whether a reduction also sets `ssthresh` to the reduced window.
+    fn reduction_sets_ssthresh(&self) -> bool {
+        false
+    }
 }
 
 impl WindowBound for ImtcpBgRule {
@@ -341,6 +350,9 @@ impl WindowBound for ImtcpBgRule {
     }
     fn bound(&self) -> Option<Bytes> {
         self.maxcwnd()
+    }
+    fn reduction_sets_ssthresh(&self) -> bool {
+        self.cfg.reduction_sets_ssthresh
     }
 }
 
@@ -360,7 +372,7 @@ impl WindowBound for BackgroundRule {
 
 /// Reno bounded by a [`WindowBound`]: the window is clamped to the bound after every ACK outside
 /// fast recovery, the bound is also the send window's ceiling, and a reduction the bound asks
-/// for scales the window and sets `ssthresh` to it (module doc).
+/// for scales the window (module doc).
 #[derive(Clone, Debug)]
 pub struct Bounded<B> {
     reno: Reno,
@@ -417,7 +429,9 @@ impl<B: WindowBound + std::fmt::Debug> CongestionControl for Bounded<B> {
             let mut cwnd = self.reno.cwnd().0;
             if let Some(k) = scale {
                 cwnd = ((cwnd as f64 * k) as u64).max(2 * self.mss);
-                self.reno.set_ssthresh(Bytes(cwnd));
+                if self.rule.reduction_sets_ssthresh() {
+                    self.reno.set_ssthresh(Bytes(cwnd));
+                }
             }
             self.reno.set_cwnd(Bytes(clamp(cwnd, self.rule.bound(), self.mss)));
         }
@@ -495,7 +509,7 @@ mod tests {
         c.on_ack(&ack(20, 3 * MSS, 40));
         assert_eq!(c.cwnd(), Bytes(31 * MSS));
         assert_eq!(c.rule().reductions(), 1);
-        assert_eq!(c.window().ssthresh, Bytes(31 * MSS), "the reduction ends slow start");
+        assert!(c.window().ssthresh > Bytes(1 << 40), "Eq. 4 changes cwnd only");
         // Within the next RTT (40 ms) the same reading does not compound...
         c.on_ack(&ack(50, 4 * MSS, 40));
         assert_eq!(c.rule().reductions(), 1);
@@ -511,6 +525,15 @@ mod tests {
         strict.set_cwnd(Bytes(60 * MSS));
         strict.on_ack(&ack(10, 2 * MSS, 28));
         assert_eq!(strict.cwnd(), Bytes(61 * MSS * 20 / 28));
+        // The option that ends slow start at a reduction.
+        let cfg = ImtcpBgConfig { reduction_sets_ssthresh: true, ..ImtcpBgConfig::default() };
+        let mut linear = ImtcpBg::new(cfg, reno_cfg());
+        linear.on_ack(&ack(0, MSS, 20));
+        linear.set_cwnd(Bytes(60 * MSS));
+        linear.on_ack(&ack(10, 2 * MSS, 40));
+        assert_eq!(linear.window().ssthresh, Bytes(30_500));
+        linear.on_ack(&ack(20, 3 * MSS, 20));
+        assert_eq!(linear.cwnd(), Bytes(30_500 + MSS * MSS / 30_500), "congestion avoidance after it");
     }
 
     #[test]
