@@ -5,6 +5,7 @@
 
 use headroom_core::cc::becc::Becc;
 use headroom_core::cc::reno::{Recovery, Reno, RenoConfig};
+use headroom_core::cc::vegas::Vegas;
 use headroom_core::cc::CongestionControl;
 use headroom_core::units::{Dur, Time};
 
@@ -18,6 +19,10 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::NewReno => Box::new(Reno::newreno(cfg)),
         CcKind::Becc => Box::new(Becc::with_paper_constants(Recovery::Reno, cfg)),
         CcKind::BeccNewReno => Box::new(Becc::with_paper_constants(Recovery::NewReno, cfg)),
+        CcKind::Vegas(c) => Box::new(Vegas::new(c, cfg).expect("validated by the scenario")),
+        CcKind::Nice(_) | CcKind::Lp(_) | CcKind::Ledbat(_) => {
+            unreachable!("refused by Scenario::validate until the controller lands")
+        }
     }
 }
 

@@ -160,6 +160,11 @@ impl Reno {
     pub fn set_cwnd(&mut self, cwnd: Bytes) {
         self.cwnd = cwnd.0.max(1);
     }
+    /// Overrides `ssthresh` (for controllers built on Reno that end slow start themselves, e.g.
+    /// Vegas's γ rule). Never below one byte.
+    pub fn set_ssthresh(&mut self, ssthresh: Bytes) {
+        self.ssthresh = ssthresh.0.max(1);
+    }
 
     fn halve(&self, in_flight: Bytes) -> u64 {
         let base = match self.rule {

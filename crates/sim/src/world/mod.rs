@@ -328,6 +328,7 @@ impl World {
                     stat: p.stat,
                     seq: p.seq,
                     ts: now,
+                    tsecr: Time::ZERO,
                 };
                 self.net.send(f.dst, echo);
             }
@@ -375,6 +376,7 @@ impl World {
                     stat: f.stat,
                     seq: id,
                     ts: now,
+                    tsecr: Time::ZERO,
                 },
             );
         }
@@ -452,6 +454,7 @@ impl World {
             stat: f.stat,
             seq: 0,
             ts: now,
+            tsecr: Time::ZERO,
         };
         let src = f.src;
         let (t, size) = f.source.next();
@@ -495,6 +498,7 @@ impl World {
                         stat,
                         seq: size,
                         ts: now,
+                        tsecr: Time::ZERO,
                     },
                 );
             } else {
@@ -512,7 +516,17 @@ impl World {
         let now = self.net.now;
         self.net.send(
             src,
-            Packet { kind: Kind::Request, dst, size: REQUEST_SIZE, endpoint: c, gen: 0, stat, seq: size, ts: now },
+            Packet {
+                kind: Kind::Request,
+                dst,
+                size: REQUEST_SIZE,
+                endpoint: c,
+                gen: 0,
+                stat,
+                seq: size,
+                ts: now,
+                tsecr: Time::ZERO,
+            },
         );
     }
 
