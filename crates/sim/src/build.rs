@@ -6,6 +6,7 @@
 use headroom_core::cc::becc::Becc;
 use headroom_core::cc::imtcp_bg::{ImtcpBackground, ImtcpBg};
 use headroom_core::cc::reno::{Recovery, Reno, RenoConfig};
+use headroom_core::cc::vegas::Vegas;
 use headroom_core::cc::CongestionControl;
 use headroom_core::units::{Dur, Time};
 
@@ -21,6 +22,10 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::BeccNewReno => Box::new(Becc::with_paper_constants(Recovery::NewReno, cfg)),
         CcKind::ImtcpBg(c) => Box::new(ImtcpBg::new(c, cfg)),
         CcKind::ImtcpBackground(c) => Box::new(ImtcpBackground::new(c, cfg)),
+        CcKind::Vegas(c) => Box::new(Vegas::new(c, cfg).expect("validated by the scenario")),
+        CcKind::Nice(_) | CcKind::Lp(_) | CcKind::Ledbat(_) => {
+            unreachable!("refused by Scenario::validate until the controller lands")
+        }
     }
 }
 

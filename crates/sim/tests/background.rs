@@ -56,3 +56,44 @@ fn n_web_servers_bound_the_pages_in_download_and_set_the_load() {
     assert!(n20 as f64 > 3.0 * n5 as f64, "pages {n5} -> {n20}");
     assert!(mbps20 > 2.0 * mbps5, "web {mbps5:.1} -> {mbps20:.1} Mbit/s");
 }
+
+#[test]
+fn imtcp_bg_alone_fills_the_path_and_yields_to_reno() {
+    let flow = |cc: &str, name: &str, start: &str| {
+        format!(
+            "[[tcp]]\nname = \"{name}\"\nfrom = \"s\"\nto = \"d\"\ncc = {cc}\nstart = \"{start}\"\n\
+             recover_guard = true\nimtcp = {{ link_rate = \"1Gbps\" }}\n"
+        )
+    };
+    let path = |flows: String| {
+        let rest = flows + "[trace]\ninterval = \"1s\"";
+        TestPath {
+            seed: 1,
+            bottleneck: "50Mbps",
+            delay_ms: 10,
+            queue: 1000,
+            link_extra: "",
+            cross: false,
+            rest: &rest,
+            duration: "30s",
+        }
+        .toml()
+    };
+    // Alone: at least 90 % of the bottleneck (payload 1460 of 1500 bytes: 48.7 Mbit/s at most).
+    let (_, r) = run(&path(flow("{ name = \"imtcp-bg\", delta = 1.2 }", "bg", "0s")));
+    assert_eq!(r.flows[0].cc.as_deref(), Some("imtcp-bg"));
+    assert!(r.flows[0].throughput_mbps >= 45.0, "alone: {:.1} Mbit/s", r.flows[0].throughput_mbps);
+    // Against one Reno flow (which starts 5 s later), Reno keeps at least 90 % of the path.
+    let reno =
+        "[[tcp]]\nname = \"reno\"\nfrom = \"s\"\nto = \"d\"\ncc = \"reno\"\nrecover_guard = true\nstart = \"5s\"\n";
+    let (w, _) = run(&(path(flow("\"imtcp-bg\"", "bg", "0s")) + "\n" + reno));
+    let tput: Vec<f64> = w
+        .trace
+        .iter()
+        .filter(|t| w.series[t.series as usize] == "reno" && t.metric.name() == "throughput_bps")
+        .filter(|t| t.time.as_secs_f64() > 10.0)
+        .map(|t| t.value / 1e6)
+        .collect();
+    let mean = tput.iter().sum::<f64>() / tput.len() as f64;
+    assert!(mean >= 0.9 * 48.7, "Reno beside ImTCP-bg: {mean:.1} Mbit/s after 10 s");
+}

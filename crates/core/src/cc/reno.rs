@@ -160,11 +160,10 @@ impl Reno {
     pub fn set_cwnd(&mut self, cwnd: Bytes) {
         self.cwnd = cwnd.0.max(1);
     }
-
-    /// Overrides `ssthresh` (for controllers built on Reno that leave slow start on their own
-    /// congestion signal, e.g. ImTCP-bg's queue detection). Never below two segments.
+    /// Overrides `ssthresh` (for controllers built on Reno that end slow start themselves, e.g.
+    /// Vegas's γ rule). Never below one byte.
     pub fn set_ssthresh(&mut self, ssthresh: Bytes) {
-        self.ssthresh = ssthresh.0.max(2 * self.mss);
+        self.ssthresh = ssthresh.0.max(1);
     }
 
     fn halve(&self, in_flight: Bytes) -> u64 {

@@ -340,6 +340,7 @@ impl World {
                     stat: p.stat,
                     seq: p.seq,
                     ts: now,
+                    tsecr: Time::ZERO,
                 };
                 self.net.send(f.dst, echo);
             }
@@ -387,6 +388,7 @@ impl World {
                     stat: f.stat,
                     seq: id,
                     ts: now,
+                    tsecr: Time::ZERO,
                 },
             );
         }
@@ -464,6 +466,7 @@ impl World {
             stat: f.stat,
             seq: 0,
             ts: now,
+            tsecr: Time::ZERO,
         };
         let src = f.src;
         let (t, size) = f.source.next();
@@ -531,6 +534,7 @@ impl World {
                         stat,
                         seq: size,
                         ts: now,
+                        tsecr: Time::ZERO,
                     },
                 );
             } else {
@@ -548,7 +552,17 @@ impl World {
         let now = self.net.now;
         self.net.send(
             src,
-            Packet { kind: Kind::Request, dst, size: REQUEST_SIZE, endpoint: c, gen: 0, stat, seq: size, ts: now },
+            Packet {
+                kind: Kind::Request,
+                dst,
+                size: REQUEST_SIZE,
+                endpoint: c,
+                gen: 0,
+                stat,
+                seq: size,
+                ts: now,
+                tsecr: Time::ZERO,
+            },
         );
     }
 
