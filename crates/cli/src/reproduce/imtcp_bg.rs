@@ -51,9 +51,19 @@ fn paper_controllers() -> Vec<Bg> {
     v
 }
 
-/// TCP Nice, TCP-LP and LEDBAT, when the simulator has them.
+/// TCP Nice, TCP-LP and LEDBAT, when the simulator has them (a scenario naming one validates).
 fn peers() -> Vec<Bg> {
-    ["nice", "lp", "ledbat"].iter().filter_map(|n| n.parse::<CcKind>().ok().map(|cc| Bg { label: n, cc })).collect()
+    let probe = |n: &str| {
+        format!(
+            "duration = \"1s\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"1Mbps\"\ndelay = \"1ms\"\n\
+             [[tcp]]\nfrom = \"a\"\nto = \"b\"\ncc = \"{n}\"\n"
+        )
+    };
+    ["nice", "lp", "ledbat"]
+        .iter()
+        .filter(|n| Scenario::parse(&probe(n), "peer check").is_ok())
+        .filter_map(|n| n.parse::<CcKind>().ok().map(|cc| Bg { label: n, cc }))
+        .collect()
 }
 
 /// Sets every bulk flow's controller; an ImTCP-based one gets ImTCP's buffer bounded by the
@@ -67,6 +77,19 @@ fn set_background(sc: &mut Scenario, cc: CcKind) {
             t.imtcp = None;
         }
     }
+}
+
+/// The scenario without background flows, then with each controller's.
+fn with_and_without(base: &Scenario, ctrls: &[Bg]) -> Vec<Scenario> {
+    let mut none = base.clone();
+    none.tcp.clear();
+    let mut jobs = vec![none];
+    for c in ctrls {
+        let mut v = base.clone();
+        set_background(&mut v, c.cc);
+        jobs.push(v);
+    }
+    jobs
 }
 
 /// What one run gives the experiments.
@@ -288,16 +311,7 @@ fn fig5(dir: &Path) -> Result<String> {
     ctrls.extend(peers());
     ctrls.push(Bg { label: "imtcp-bg (delta 1.5)", cc: imtcp_bg(1.5) });
     ctrls.push(Bg { label: "imtcp-bg (delta 1.2)", cc: imtcp_bg(1.2) });
-    let mut jobs = Vec::new();
-    let mut none = base.clone();
-    none.tcp.clear();
-    jobs.push(none);
-    for c in &ctrls {
-        let mut v = base.clone();
-        set_background(&mut v, c.cc);
-        jobs.push(v);
-    }
-    let out = run_all(jobs)?;
+    let out = run_all(with_and_without(&base, &ctrls))?;
     let phases = [(0.0, 50.0, 1), (50.0, 100.0, 2), (100.0, 150.0, 3), (150.0, 200.0, 4), (200.0, 300.0, 5)];
     let mut csv = String::from("background,time_s,queue_pkts,bg1_mbps,bg2_mbps,bg3_mbps,bg4_mbps,bg5_mbps\n");
     let mut s = String::from("N_web = 20, 500 s; per phase (active flows): total background Mbit/s, Jain index\n");
@@ -416,16 +430,7 @@ fn fig14(dir: &Path) -> Result<String> {
         },
         Bg { label: "background g=0.8", cc: CcKind::ImtcpBackground(BackgroundConfig::default()) },
     ];
-    let mut jobs = Vec::new();
-    let mut none = base.clone();
-    none.tcp.clear();
-    jobs.push(none);
-    for c in &ctrls {
-        let mut v = base.clone();
-        set_background(&mut v, c.cc);
-        jobs.push(v);
-    }
-    let out = run_all(jobs)?;
+    let out = run_all(with_and_without(&base, &ctrls))?;
     let labels: Vec<&str> = std::iter::once("none").chain(ctrls.iter().map(|c| c.label)).collect();
     let mut cdf = String::from("background,page_time_s,cdf\n");
     let mut series = Vec::new();
@@ -490,6 +495,10 @@ fn fig14(dir: &Path) -> Result<String> {
 fn goal(dir: &Path) -> Result<String> {
     let mut ctrls = paper_controllers();
     ctrls.push(Bg { label: "imtcp-bg delta 1.2", cc: imtcp_bg(1.2) });
+    let fast = ImtcpBgConfig { fast_regrowth: true, ..ImtcpBgConfig::default() };
+    ctrls.push(Bg { label: "imtcp-bg fast regrowth", cc: CcKind::ImtcpBg(fast) });
+    let fast12 = ImtcpBgConfig { delta: 1.2, ..fast };
+    ctrls.push(Bg { label: "imtcp-bg fast, 1.2", cc: CcKind::ImtcpBg(fast12) });
     ctrls.push(Bg { label: "imtcp-background", cc: CcKind::ImtcpBackground(BackgroundConfig::default()) });
     let sw = sweep(&ctrls, 2)?;
     let mut csv = String::from("n_web,background,page_time_ratio,share_of_available,meets_goal\n");

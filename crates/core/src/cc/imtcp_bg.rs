@@ -88,11 +88,21 @@ pub struct ImtcpBgConfig {
     /// Eq. 4 also sets `ssthresh` to the reduced window (leaves slow start). Off in the paper's
     /// rule (only `cwnd` changes).
     pub reduction_sets_ssthresh: bool,
+    /// headroom's option beyond the paper: Eq. 4 sets `ssthresh` to `maxcwnd`, so the window
+    /// regrows by slow start up to the bound once the queue drained (instead of Reno's one
+    /// segment per RTT after the first loss). Off in the paper's rule.
+    pub fast_regrowth: bool,
 }
 
 impl Default for ImtcpBgConfig {
     fn default() -> Self {
-        ImtcpBgConfig { gamma: 1.0 / 8.0, delta: 1.5, reduction: Reduction::OncePerRtt, reduction_sets_ssthresh: false }
+        ImtcpBgConfig {
+            gamma: 1.0 / 8.0,
+            delta: 1.5,
+            reduction: Reduction::OncePerRtt,
+            reduction_sets_ssthresh: false,
+            fast_regrowth: false,
+        }
     }
 }
 
@@ -336,6 +346,10 @@ pub trait WindowBound {
     fn reduction_sets_ssthresh(&self) -> bool {
         false
     }
+    /// Whether a reduction sets `ssthresh` to the bound (regrowth by slow start).
+    fn fast_regrowth(&self) -> bool {
+        false
+    }
 }
 
 impl WindowBound for ImtcpBgRule {
@@ -353,6 +367,9 @@ impl WindowBound for ImtcpBgRule {
     }
     fn reduction_sets_ssthresh(&self) -> bool {
         self.cfg.reduction_sets_ssthresh
+    }
+    fn fast_regrowth(&self) -> bool {
+        self.cfg.fast_regrowth
     }
 }
 
@@ -431,6 +448,9 @@ impl<B: WindowBound + std::fmt::Debug> CongestionControl for Bounded<B> {
                 cwnd = ((cwnd as f64 * k) as u64).max(2 * self.mss);
                 if self.rule.reduction_sets_ssthresh() {
                     self.reno.set_ssthresh(Bytes(cwnd));
+                }
+                if let Some(b) = self.rule.bound().filter(|_| self.rule.fast_regrowth()) {
+                    self.reno.set_ssthresh(b);
                 }
             }
             self.reno.set_cwnd(Bytes(clamp(cwnd, self.rule.bound(), self.mss)));

@@ -50,7 +50,8 @@ pub enum CcKind {
     /// `allowed_increase`, `min_cwnd`.
     Ledbat(LedbatConfig),
     /// ImTCP-bg (seed 000 §3) on Reno over ImTCP's buffer (`[[tcp]]` only); keys `delta`,
-    /// `gamma`, `reduction` ("once-per-rtt" | "every-ack"), `reduction_sets_ssthresh`.
+    /// `gamma`, `reduction` ("once-per-rtt" | "every-ack"), `reduction_sets_ssthresh`,
+    /// `fast_regrowth`.
     ImtcpBg(ImtcpBgConfig),
     /// ImTCP's background mode (ImTCP §5.1) on Reno over ImTCP's buffer (`[[tcp]]` only); keys
     /// `g`, `gamma` (N is the buffer's `imtcp.stream_len`).
@@ -271,6 +272,7 @@ struct ImtcpBgKeys {
     gamma: Option<f64>,
     reduction: Option<String>,
     reduction_sets_ssthresh: Option<bool>,
+    fast_regrowth: Option<bool>,
 }
 
 impl ImtcpBgKeys {
@@ -291,6 +293,9 @@ impl ImtcpBgKeys {
         }
         if let Some(b) = self.reduction_sets_ssthresh {
             c.reduction_sets_ssthresh = b;
+        }
+        if let Some(b) = self.fast_regrowth {
+            c.fast_regrowth = b;
         }
         Ok(())
     }
