@@ -4,7 +4,9 @@
 //! way: `scenario` → core; `build` → `scenario`, `probe`; `world` → `build`.)
 
 use headroom_core::cc::becc::Becc;
+use headroom_core::cc::imtcp_bg::{ImtcpBackground, ImtcpBg};
 use headroom_core::cc::reno::{Recovery, Reno, RenoConfig};
+use headroom_core::cc::vegas::Vegas;
 use headroom_core::cc::{CongestionControl, Cubic, HighSpeed, WestwoodPlus};
 use headroom_core::units::{Dur, Time};
 
@@ -21,6 +23,12 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::Cubic => Box::new(Cubic::cubic(cfg)),
         CcKind::HighSpeed => Box::new(HighSpeed::highspeed(cfg)),
         CcKind::WestwoodPlus => Box::new(WestwoodPlus::westwood_plus(cfg)),
+        CcKind::ImtcpBg(c) => Box::new(ImtcpBg::new(c, cfg)),
+        CcKind::ImtcpBackground(c) => Box::new(ImtcpBackground::new(c, cfg)),
+        CcKind::Vegas(c) => Box::new(Vegas::new(c, cfg).expect("validated by the scenario")),
+        CcKind::Nice(_) | CcKind::Lp(_) | CcKind::Ledbat(_) => {
+            unreachable!("refused by Scenario::validate until the controller lands")
+        }
     }
 }
 

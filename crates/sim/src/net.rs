@@ -34,9 +34,11 @@ pub const NO_ROUTE: LinkId = u32::MAX;
 /// What a packet is, for the endpoint that receives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// TCP data segment: `seq` is the first byte, `ts` the TSval (departure time).
+    /// TCP data segment: `seq` is the first byte, `ts` the TSval (departure time), `tsecr` the
+    /// TSval of the last ACK the sender received.
     Data,
-    /// TCP ACK: `seq` is the cumulative ACK, `ts` the echoed TSecr.
+    /// TCP ACK: `seq` is the cumulative ACK, `ts` the receiver's TSval (departure time), `tsecr`
+    /// the echoed TSval of the data segment (RFC 7323 `TS.Recent`).
     Ack,
     /// UDP datagram: `ts` is its departure time.
     Udp,
@@ -61,9 +63,14 @@ pub struct Packet {
     /// Flow-statistics index (drops are charged to it).
     pub stat: u32,
     pub seq: u64,
+    /// Departure stamp in the sending end's clock: a TCP segment's or ACK's TSval, a UDP
+    /// datagram's or probe's departure time.
     pub ts: Time,
     /// SACK blocks of a TCP ACK (RFC 2018); empty otherwise.
     pub sack: SackBlocks,
+    /// TCP only (`Time::ZERO` otherwise): TSecr, the echoed timestamp (an ACK echoes the
+    /// data segment's TSval, a data segment the last ACK's).
+    pub tsecr: Time,
 }
 
 /// Events of the simulation.
@@ -437,6 +444,7 @@ mod tests {
             stat: 0,
             seq: 0,
             ts: Time::ZERO,
+            tsecr: Time::ZERO,
             sack: SackBlocks::NONE,
         }
     }

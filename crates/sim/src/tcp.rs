@@ -31,7 +31,8 @@
 //! unSACKed data. Off by default in [`TcpParams`]; scenarios turn it on unless they say
 //! `sack = false` (the papers' scenarios do).
 //! The send buffer ([`SenderBuffer`], owned by the connection) is told the send window
-//! ([`SendBuffer::on_window`]) each time TCP is about to release segments. Passive estimators
+//! ([`SendBuffer::on_window`]) each time TCP is about to release segments; when it is ImTCP's,
+//! each measurement result it finishes goes to the controller ([`CongestionControl::on_estimate`]). Passive estimators
 //! ([`TapState`]) watch the connection's ACKs; they change nothing it sends.
 //!
 //! # Receiver
@@ -42,12 +43,23 @@
 //! echoes `TS.Recent`, updated from segments that start at or before the last ACK sent
 //! (RFC 7323 §4.3), so a delayed ACK echoes the earlier of its two segments.
 //!
+//! # Timestamps
+//! With `timestamps` on (the default), every segment carries TSval and TSecr (RFC 7323): a data
+//! segment's TSval is its departure time, its TSecr the newest TSval of the ACKs received; an
+//! ACK's TSval is its departure time at the receiver, its TSecr the receiver's `TS.Recent`. Both
+//! clocks are the simulation clock: no offset, no drift, nanosecond resolution (Linux ticks in
+//! milliseconds). The sender takes an RTT sample from every new ACK's TSecr and hands both
+//! values to the controller ([`AckTimestamps`]): `TSval − TSecr` is the one-way delay of the
+//! echoed segment plus any delayed-ACK wait, what TCP-LP and LEDBAT measure. Options add no
+//! bytes to the 40-byte header (as before: outputs did not change when the TSval of ACKs was
+//! added).
+//!
 //! Connection set-up and tear-down are not simulated: a connection starts sending at its start
 //! time with its initial window.
 
 use std::collections::{BTreeSet, VecDeque};
 
-use headroom_core::cc::{AckAction, AckEvent, CongestionControl, Segment, SendBuffer, SentEvent, Window};
+use headroom_core::cc::{AckAction, AckEvent, AckTimestamps, CongestionControl, Segment, SendBuffer, SentEvent, Window};
 use headroom_core::imtcp::ImtcpBuffer;
 use headroom_core::rtt::RttEstimator;
 use headroom_core::sack::{ReceiverSack, SackBlocks, Scoreboard};
@@ -219,6 +231,8 @@ pub struct TcpConn {
     /// (end sequence, bytes delivered when sent, send time) of segments in flight.
     sent_log: VecDeque<(u64, u64, Time)>,
     last_send: Time,
+    /// The newest TSval of the receiver's ACKs (echoed as the data segments' TSecr).
+    ack_tsval: Time,
     wakeup_event: Option<Time>,
     /// Partial ACKs seen in the current fast recovery (RFC 6582's timer rule).
     partial_acks: u32,
@@ -226,6 +240,8 @@ pub struct TcpConn {
     scoreboard: Scoreboard,
     /// With SACK: the current RFC 6675 loss recovery.
     sack_recovery: Option<SackRecovery>,
+    /// ImTCP measurement results already passed to the controller.
+    estimates_fed: u64,
     // Receiver.
     pub rcv_nxt: u64,
     ooo: BTreeSet<u64>,
@@ -306,10 +322,12 @@ impl TcpConn {
             delivered: 0,
             sent_log: VecDeque::new(),
             last_send: Time::ZERO,
+            ack_tsval: Time::ZERO,
             wakeup_event: None,
             partial_acks: 0,
             scoreboard: Scoreboard::new(),
             sack_recovery: None,
+            estimates_fed: 0,
             rcv_nxt: 0,
             ooo: BTreeSet::new(),
             rcv_sack: ReceiverSack::new(),
@@ -544,8 +562,26 @@ impl TcpConn {
         }
         let next = b.next_wakeup();
         self.buffer = buffer;
+        self.feed_estimate(now);
         if let Some(t) = next {
             self.arm_wakeup(net, t.max(now));
+        }
+    }
+
+    /// Passes a measurement that ImTCP's buffer just finished to the controller
+    /// ([`CongestionControl::on_estimate`]): called after the buffer saw an ACK and after it was
+    /// polled, the two places a measurement can end. A measurement ends at most once per such
+    /// event, so the latest result is the new one. Every result is passed, in range or not
+    /// (out of range, the value is the bound ImTCP reports, §3.2.5).
+    fn feed_estimate(&mut self, now: Time) {
+        let SenderBuffer::Imtcp(b) = &self.buffer else { return };
+        let m = b.measurer();
+        let count = m.stats().estimates;
+        if count > self.estimates_fed {
+            self.estimates_fed = count;
+            if let Some(e) = m.last_estimate() {
+                self.cc.on_estimate(now, e.value);
+            }
         }
     }
 
@@ -562,6 +598,7 @@ impl TcpConn {
                 stat: self.stat,
                 seq: seg.seq,
                 ts: net.now,
+                tsecr: self.ack_tsval,
                 sack: SackBlocks::NONE,
             },
         );
@@ -690,6 +727,7 @@ impl TcpConn {
         if self.params.sack {
             self.scoreboard.on_ack(ack.max(self.snd_una), &p.sack);
         }
+        self.ack_tsval = self.ack_tsval.max(p.ts);
         let mut rtt = None;
         let mut delivery_rate = None;
         let newly;
@@ -701,7 +739,7 @@ impl TcpConn {
             }
             self.dupacks = 0;
             if self.params.timestamps {
-                rtt = Some(now.saturating_since(p.ts));
+                rtt = Some(now.saturating_since(p.tsecr));
             } else if let Some((s, t)) = self.karn {
                 if ack > s {
                     self.karn = None;
@@ -770,6 +808,7 @@ impl TcpConn {
             in_flight: Bytes(self.snd_max - self.snd_una),
             snd_max: self.snd_max,
             mss: Bytes(self.params.mss as u64),
+            timestamps: self.params.timestamps.then_some(AckTimestamps { tsval: p.ts, tsecr: p.tsecr }),
         };
         if let Some(t) = self.tap.as_mut() {
             t.on_ack(&ev);
@@ -777,6 +816,7 @@ impl TcpConn {
         if let Some(b) = self.buffer.as_dyn_mut() {
             b.on_ack(&ev);
         }
+        self.feed_estimate(now);
         let action = self.cc.on_ack(&ev);
         if newly > 0 {
             // RFC 6298 (5.3): restart the timer on an ACK of new data; RFC 6582 §3.2 step 4
@@ -888,7 +928,8 @@ impl TcpConn {
                 gen: self.gen,
                 stat: self.stat,
                 seq: self.rcv_nxt,
-                ts: self.ts_recent,
+                ts: net.now,
+                tsecr: self.ts_recent,
                 sack,
             },
         );
@@ -1010,6 +1051,56 @@ mod tests {
             assert!((0.38..=0.45).contains(g), "gap {g:.3} s, expected ~4 RTTs: {gaps:?}");
         }
         assert!(c.counters.segments_sent >= 20 && c.counters.segments_sent <= 30, "{}", c.counters.segments_sent);
+    }
+
+    /// (`TSval − TSecr` in ns, RTT sample) of each ACK, shared with the test.
+    type Samples = std::rc::Rc<std::cell::RefCell<Vec<(i64, Option<Dur>)>>>;
+
+    /// Records the one-way delays (`TSval − TSecr`) and RTT samples of the ACKs it sees.
+    struct Recorder {
+        owd: Samples,
+    }
+    impl CongestionControl for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn on_ack(&mut self, ev: &AckEvent) -> AckAction {
+            let ts = ev.timestamps.expect("timestamps are on by default");
+            self.owd.borrow_mut().push((ts.one_way_delay_ns(), ev.rtt));
+            AckAction::None
+        }
+        fn on_timeout(&mut self, _: Time, _: Bytes) {}
+        fn window(&self) -> Window {
+            Window { cwnd: Bytes(2920), ssthresh: Bytes(u64::MAX), ceiling: None, pacing_rate: None }
+        }
+        fn in_recovery(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn acks_carry_tsval_and_tsecr_whose_difference_is_the_one_way_delay() {
+        // 50 ms each way at 100 Mb/s: data (1500 B) takes 50.12 ms forward, the ACK (40 B)
+        // 50.0032 ms back. TSval − TSecr is the forward delay (the very first window's second
+        // segment also waits 0.12 ms behind the first); with delayed ACKs it adds the wait for
+        // the second segment or the 100 ms timer.
+        let owd = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let cc = Box::new(Recorder { owd: owd.clone() });
+        drive(cc, TcpParams::default(), None, Time::from_secs_f64(1.0));
+        let got = owd.borrow().clone();
+        assert!(got.len() > 10);
+        assert_eq!(got[1].0, 50_240_000);
+        for (d, rtt) in &got[2..] {
+            assert_eq!(*d, 50_120_000, "one-way delay in ns");
+            assert_eq!(rtt.unwrap().0, 50_120_000 + 50_003_200, "RTT from the echoed TSecr");
+        }
+        let owd = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let cc = Box::new(Recorder { owd: owd.clone() });
+        let params = TcpParams { delayed_ack: true, ..TcpParams::default() };
+        drive(cc, params, None, Time::from_secs_f64(1.0));
+        let got = owd.borrow().clone();
+        assert!(got.iter().all(|&(d, _)| d >= 50_120_000), "{got:?}");
+        assert!(got.iter().any(|&(d, _)| d > 50_120_000), "a delayed ACK adds its wait: {got:?}");
     }
 
     #[test]

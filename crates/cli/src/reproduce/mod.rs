@@ -28,6 +28,7 @@ pub struct ReproduceArgs {
 
 mod becc;
 mod imtcp;
+mod imtcp_bg;
 mod pathquick;
 mod report;
 
@@ -41,7 +42,12 @@ pub struct Experiment {
 
 /// Every experiment, paper by paper.
 fn experiments() -> Vec<&'static Experiment> {
-    becc::EXPERIMENTS.iter().chain(imtcp::EXPERIMENTS).chain(pathquick::EXPERIMENTS).collect()
+    becc::EXPERIMENTS
+        .iter()
+        .chain(imtcp::EXPERIMENTS)
+        .chain(imtcp_bg::EXPERIMENTS)
+        .chain(pathquick::EXPERIMENTS)
+        .collect()
 }
 
 pub fn run(a: ReproduceArgs) -> Result<()> {

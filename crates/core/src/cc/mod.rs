@@ -8,9 +8,16 @@
 //!   - [`highspeed`] — HighSpeed TCP (RFC 3649);
 //!   - [`cubic`] — CUBIC (RFC 9438, Linux defaults);
 //!   - [`westwood`] — Westwood+ (BWE × RTT_min after a loss).
+//! - [`imtcp_bg`] — ImTCP-bg (Tsugawa et al., seed 000) and ImTCP's background mode (§5.1),
+//!   bounds on Reno's window from ImTCP's measurement, plus [`ImtcpBgLimit`] for drivers that do
+//!   not own the window.
+//! - [`vegas`] — TCP Vegas (Brakmo & Peterson 1995);
+//! - [`nice`] — TCP Nice on Vegas (Venkataramani, Kokku & Dahlin 2002), background transfer;
+//! - [`lp`] — TCP-LP (Kuzmanovic & Knightly 2003), background transfer, as Linux `tcp_lp.c`;
+//! - [`ledbat`] — LEDBAT (RFC 6817), background transfer.
 //!
-//! Each controller is one file here; the planned ones (Vegas, TCP Nice, TCP-LP, LEDBAT, HighSpeed
-//! TCP, Westwood+, CUBIC, ImTCP's background and full-speed modes) land beside them.
+//! Each controller is one file here; the planned ones (HighSpeed TCP, Westwood+, CUBIC, ImTCP's
+//! full-speed mode) land beside them.
 //!
 //! # Division of labour
 //!
@@ -25,11 +32,14 @@
 //! The sender feeds events:
 //! - [`CongestionControl::on_ack`] for every ACK, new or duplicate, with its arrival time,
 //!   the bytes newly acknowledged, an RTT sample (from the TCP timestamps option, or from Karn's
-//!   rule without it), the run of duplicate ACKs and a delivery-rate sample;
+//!   rule without it), the run of duplicate ACKs, a delivery-rate sample and the ACK's
+//!   timestamps option ([`AckTimestamps`]: TSval and TSecr, whence a one-way delay);
 //! - [`CongestionControl::on_timeout`] when the retransmission timer fires;
 //! - [`CongestionControl::on_timer`] at the instant the controller asked for with
 //!   [`CongestionControl::next_timer`] (BECC's 30 ms and 1.5 s timers);
-//! - [`CongestionControl::on_sent`] for every segment that leaves.
+//! - [`CongestionControl::on_sent`] for every segment that leaves;
+//! - [`CongestionControl::on_estimate`] for every result of the inline measurement below it
+//!   (ImTCP's buffer), when the sender has one.
 //!
 //! and reads the decision back with [`CongestionControl::window`]: send window =
 //! min(receiver window, cwnd, ceiling). A cwnd below one segment (TCP Nice lets it fall to 1/48)
@@ -41,13 +51,19 @@
 pub mod becc;
 pub mod cubic;
 pub mod highspeed;
+pub mod imtcp_bg;
+pub mod ledbat;
+pub mod lp;
+pub mod nice;
 pub mod reno;
+pub mod vegas;
 pub mod westwood;
 pub mod window_rule;
 
 pub use becc::Becc;
 pub use cubic::Cubic;
 pub use highspeed::HighSpeed;
+pub use imtcp_bg::{ImtcpBackground, ImtcpBg, ImtcpBgLimit};
 pub use reno::{Recovery, Reno, RenoConfig, SsthreshRule};
 pub use westwood::WestwoodPlus;
 pub use window_rule::{RenoRecovery, WindowRule};
@@ -80,6 +96,30 @@ pub struct AckEvent {
     pub snd_max: u64,
     /// Sender maximum segment size.
     pub mss: Bytes,
+    /// The ACK's TCP timestamps option (RFC 7323), `None` without the option: what Linux hands
+    /// its controllers as `rx_opt.rcv_tsval` / `rx_opt.rcv_tsecr` (TCP-LP's and LEDBAT's
+    /// one-way delay).
+    pub timestamps: Option<AckTimestamps>,
+}
+
+/// The timestamps option of an ACK (RFC 7323 §3), in each end's own clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AckTimestamps {
+    /// TSval: the receiver's clock when it sent this ACK.
+    pub tsval: Time,
+    /// TSecr: the sender's clock when it sent the segment this ACK echoes (`TS.Recent`: for a
+    /// delayed ACK, the earlier of the two segments it acknowledges; RFC 7323 §4.3).
+    pub tsecr: Time,
+}
+
+impl AckTimestamps {
+    /// `TSval − TSecr` in nanoseconds: the one-way delay of the echoed segment plus the time
+    /// the receiver held its ACK (delayed ACK) plus the offset between the two clocks (signed:
+    /// with an offset it may be negative). Delay-based controllers use only its differences
+    /// from a minimum, in which a constant offset cancels.
+    pub fn one_way_delay_ns(&self) -> i64 {
+        self.tsval.0 as i64 - self.tsecr.0 as i64
+    }
 }
 
 /// What the controller asks the sender to do about an ACK.
@@ -145,6 +185,10 @@ pub trait CongestionControl {
     fn next_timer(&self) -> Option<Time> {
         None
     }
+    /// A new available-bandwidth measurement result `A` from the inline measurement below the
+    /// sender (ImTCP's buffer), delivered by the sender that owns both as soon as the
+    /// measurement finishes (ImTCP-bg, ImTCP's background mode); others ignore it.
+    fn on_estimate(&mut self, _now: Time, _available: Rate) {}
     /// The current windows.
     fn window(&self) -> Window;
     /// Whether the controller is in fast recovery.
@@ -173,6 +217,9 @@ impl<T: CongestionControl + ?Sized> CongestionControl for Box<T> {
     }
     fn next_timer(&self) -> Option<Time> {
         (**self).next_timer()
+    }
+    fn on_estimate(&mut self, now: Time, available: Rate) {
+        (**self).on_estimate(now, available)
     }
     fn window(&self) -> Window {
         (**self).window()

@@ -160,10 +160,11 @@ impl Reno {
     pub fn set_cwnd(&mut self, cwnd: Bytes) {
         self.cwnd = cwnd.0.max(1);
     }
-    /// Overrides `ssthresh` (for controllers built on Reno's loss recovery that choose their own
-    /// reduction, see [`crate::cc::window_rule`]). Never below two segments.
+    /// Overrides `ssthresh` (for controllers built on Reno that end slow start themselves, e.g.
+    /// Vegas's γ rule, or choose their own reduction, see [`crate::cc::window_rule`]). Never
+    /// below one byte.
     pub fn set_ssthresh(&mut self, ssthresh: Bytes) {
-        self.ssthresh = ssthresh.0.max(2 * self.mss);
+        self.ssthresh = ssthresh.0.max(1);
     }
     pub fn mss(&self) -> Bytes {
         Bytes(self.mss)

@@ -856,6 +856,7 @@ mod tests {
                 in_flight: Bytes(self.snd_nxt - self.snd_una),
                 snd_max: self.snd_nxt,
                 mss: Bytes(MSS),
+                timestamps: None,
             };
             self.buf.on_ack(&ev);
             self.try_send();

@@ -1,0 +1,527 @@
+//! Background transfer (issue 12): ImTCP-bg's experiments (Tsugawa, Hasegawa & Murata, seed 000
+//! §4: Figs. 3-4 and 5-9), ImTCP's background mode (seed 001 §5.1, Fig. 14) and headroom's goal
+//! benchmark, rerun in the simulator. Scenario variants are built on the typed [`Scenario`]
+//! (controller, N_web, seed), never by editing TOML text. Runs go two at a time on threads;
+//! every run is a function of its scenario alone, so the output is byte-identical whatever the
+//! thread count.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use headroom_core::cc::imtcp_bg::{BackgroundConfig, ImtcpBgConfig};
+use headroom_core::stats;
+use headroom_core::units::Rate;
+use headroom_sim::scenario::{CcKind, ImtcpSpec};
+use headroom_sim::world::{FlowKind, Metric};
+use headroom_sim::{Report, Scenario, World};
+
+use super::{series_of, Experiment};
+use crate::plot::{Chart, Series};
+
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment { name: "imtcp-bg-fig3", about: "ImTCP-bg Figs. 3-4: one background flow (Reno, ImTCP-bg, peers) beside web traffic, N_web = 10..50: page time and background throughput", run: fig3 },
+    Experiment { name: "imtcp-bg-fig5", about: "ImTCP-bg Figs. 5-9: five background flows (0-500, 50-450, ... 200-300 s), N_web = 20: queue and per-flow throughput per second", run: fig5 },
+    Experiment { name: "imtcp-bg-fig14", about: "ImTCP Fig. 14: background mode in the §4.3 web scenario, throughput against Reno's and page-time CDF", run: fig14 },
+    Experiment { name: "imtcp-bg-goal", about: "Goal: background >= 90 % of the available bandwidth with mean page time within 5 % of no background, N_web = 10..50, every controller", run: goal },
+];
+
+const WEB: &str = include_str!("../../../../scenarios/imtcp-bg/web.toml");
+const MULTI: &str = include_str!("../../../../scenarios/imtcp-bg/multi.toml");
+const IMTCP_WEB: &str = include_str!("../../../../scenarios/imtcp/web.toml");
+
+const N_WEB: [u32; 5] = [10, 20, 30, 40, 50];
+
+/// A background controller as the experiments label it.
+#[derive(Clone, Copy)]
+struct Bg {
+    label: &'static str,
+    cc: CcKind,
+}
+
+fn imtcp_bg(delta: f64) -> CcKind {
+    CcKind::ImtcpBg(ImtcpBgConfig { delta, ..ImtcpBgConfig::default() })
+}
+
+/// The paper's background controllers, in its order (the peers join when they exist).
+fn paper_controllers() -> Vec<Bg> {
+    let mut v = vec![Bg { label: "reno", cc: CcKind::Reno }];
+    v.extend(peers());
+    v.push(Bg { label: "imtcp-bg", cc: imtcp_bg(1.5) });
+    v
+}
+
+/// TCP Nice, TCP-LP and LEDBAT, when the simulator has them (a scenario naming one validates).
+fn peers() -> Vec<Bg> {
+    let probe = |n: &str| {
+        format!(
+            "duration = \"1s\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"1Mbps\"\ndelay = \"1ms\"\n\
+             [[tcp]]\nfrom = \"a\"\nto = \"b\"\ncc = \"{n}\"\n"
+        )
+    };
+    ["nice", "lp", "ledbat"]
+        .iter()
+        .filter(|n| Scenario::parse(&probe(n), "peer check").is_ok())
+        .filter_map(|n| n.parse::<CcKind>().ok().map(|cc| Bg { label: n, cc }))
+        .collect()
+}
+
+/// Sets every bulk flow's controller; an ImTCP-based one gets ImTCP's buffer bounded by the
+/// 100 Mbit/s access link (as `scenarios/imtcp/web.toml`).
+fn set_background(sc: &mut Scenario, cc: CcKind) {
+    for t in &mut sc.tcp {
+        t.cc = cc;
+        if cc.needs_inline_measurement() {
+            t.imtcp = Some(ImtcpSpec { link_rate: Some(Rate::from_mbps(100)), ..ImtcpSpec::default() });
+        } else {
+            t.imtcp = None;
+        }
+    }
+}
+
+/// The scenario without background flows, then with each controller's.
+fn with_and_without(base: &Scenario, ctrls: &[Bg]) -> Vec<Scenario> {
+    let mut none = base.clone();
+    none.tcp.clear();
+    let mut jobs = vec![none];
+    for c in ctrls {
+        let mut v = base.clone();
+        set_background(&mut v, c.cc);
+        jobs.push(v);
+    }
+    jobs
+}
+
+/// What one run gives the experiments.
+struct Outcome {
+    report: Report,
+    /// Per-second series: the traced queue, then each bulk flow's throughput (Mbit/s).
+    queue: Vec<(f64, f64)>,
+    flows: Vec<Vec<(f64, f64)>>,
+    /// The web traffic's throughput per second (Mbit/s).
+    web: Vec<(f64, f64)>,
+}
+
+fn outcome(w: &World, r: Report) -> Outcome {
+    let queue =
+        w.series.iter().find(|s| s.contains("->")).map_or(Vec::new(), |q| series_of(w, q, Metric::QueuePkts, 1.0));
+    let flows = r
+        .flows
+        .iter()
+        .filter(|f| f.kind == FlowKind::Tcp)
+        .map(|f| series_of(w, &f.name, Metric::ThroughputBps, 1e-6))
+        .collect();
+    let web = r
+        .flows
+        .iter()
+        .find(|f| f.kind == FlowKind::Web)
+        .map_or(Vec::new(), |f| series_of(w, &f.name, Metric::ThroughputBps, 1e-6));
+    Outcome { report: r, queue, flows, web }
+}
+
+/// Runs every scenario (two threads); results in input order.
+fn run_all(jobs: Vec<Scenario>) -> Result<Vec<Outcome>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<Result<Outcome, String>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(sc) = jobs.get(i) else { break };
+                let res = World::new(sc, None).map(|mut w| {
+                    w.run();
+                    let r = w.report();
+                    outcome(&w, r)
+                });
+                *slots[i].lock().expect("no poisoned slot") = Some(res);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| m.into_inner().expect("no poisoned slot").expect("every job ran").map_err(|e| anyhow!(e)))
+        .collect()
+}
+
+fn web_of(r: &Report) -> &headroom_sim::world::FlowStats {
+    r.flows.iter().find(|f| f.kind == FlowKind::Web).expect("the scenarios have web traffic")
+}
+
+fn mean_page_time(r: &Report) -> f64 {
+    let t: Vec<f64> = web_of(r).page_times.iter().map(|p| p.1.as_secs_f64()).collect();
+    stats::mean(&t).unwrap_or(f64::NAN)
+}
+
+/// Payload bit rate the bottleneck leaves unused (Mbit/s): (1 − utilisation) × capacity × 1460/1500
+/// (the background flow's segments carry 1460 payload bytes in 1500 on the wire).
+fn available(r: &Report) -> f64 {
+    let l = r.links.iter().find(|l| l.name == "r1->r2").expect("bottleneck r1->r2");
+    (1.0 - l.utilisation) * l.rate_mbps * 1460.0 / 1500.0
+}
+
+fn bg_mbps(r: &Report) -> f64 {
+    r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).fold(0.0, |a, f| a + f.throughput_mbps)
+}
+
+/// One row of Figs. 3-4 / the goal: per N_web, the no-background run and each controller's.
+struct Sweep {
+    /// (N_web, no-background page time, available Mbit/s)
+    base: Vec<(u32, f64, f64)>,
+    /// per controller: (label, per N_web (page time, background Mbit/s))
+    rows: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+fn sweep(controllers: &[Bg], seed: u64) -> Result<Sweep> {
+    let base_sc = Scenario::parse(WEB, "scenarios/imtcp-bg/web.toml")?;
+    let mut jobs = Vec::new();
+    for &n in &N_WEB {
+        let mut sc = base_sc.clone();
+        sc.seed = seed;
+        sc.web[0].max_pages = Some(n);
+        let mut none = sc.clone();
+        none.tcp.clear();
+        jobs.push(none);
+        for c in controllers {
+            let mut v = sc.clone();
+            set_background(&mut v, c.cc);
+            jobs.push(v);
+        }
+    }
+    let out = run_all(jobs)?;
+    let per = controllers.len() + 1;
+    let mut base = Vec::new();
+    let mut rows: Vec<(String, Vec<(f64, f64)>)> =
+        controllers.iter().map(|c| (c.label.to_string(), Vec::new())).collect();
+    for (k, &n) in N_WEB.iter().enumerate() {
+        let none = &out[k * per].report;
+        base.push((n, mean_page_time(none), available(none)));
+        for (j, row) in rows.iter_mut().enumerate() {
+            let r = &out[k * per + 1 + j].report;
+            row.1.push((mean_page_time(r), bg_mbps(r)));
+        }
+    }
+    Ok(Sweep { base, rows })
+}
+
+fn fig3(dir: &Path) -> Result<String> {
+    let ctrls = paper_controllers();
+    let sw = sweep(&ctrls, 1)?;
+    let mut csv = String::from("n_web,background,mean_page_time_s,background_mbps,available_mbps\n");
+    for (k, (n, t, a)) in sw.base.iter().enumerate() {
+        let _ = writeln!(csv, "{n},none,{t:.4},0,{a:.3}");
+        for (label, v) in &sw.rows {
+            let _ = writeln!(csv, "{n},{label},{:.4},{:.3},{a:.3}", v[k].0, v[k].1);
+        }
+    }
+    std::fs::write(dir.join("fig3_4.csv"), csv)?;
+    let xs: Vec<f64> = sw.base.iter().map(|b| b.0 as f64).collect();
+    let line = |label: &str, ys: Vec<f64>| Series {
+        label: label.to_string(),
+        points: xs.iter().copied().zip(ys).collect(),
+        markers_only: false,
+    };
+    let mut s3 = vec![line("no background", sw.base.iter().map(|b| b.1).collect())];
+    let mut s4 = vec![line("available bandwidth", sw.base.iter().map(|b| b.2).collect())];
+    for (label, v) in &sw.rows {
+        s3.push(line(label, v.iter().map(|p| p.0).collect()));
+        s4.push(line(label, v.iter().map(|p| p.1).collect()));
+    }
+    let chart = |title: &str, y: &str, series| Chart {
+        title: title.into(),
+        x_label: "web servers N_web".into(),
+        y_label: y.into(),
+        series,
+        y_range: None,
+    };
+    std::fs::write(dir.join("fig3.svg"), chart("ImTCP-bg Fig. 3: mean web page download time", "s", s3).to_svg())?;
+    std::fs::write(dir.join("fig4.svg"), chart("ImTCP-bg Fig. 4: background throughput", "Mbit/s", s4).to_svg())?;
+
+    let mut s = String::from("50 Mbit/s, 10 ms, 1000-packet buffer, 200 clients, 200 s, seed 1\n");
+    let _ = write!(s, "{:<22}", "N_web");
+    for (n, _, _) in &sw.base {
+        let _ = write!(s, " {n:>13}");
+    }
+    let _ = writeln!(s, "\n{:<22}{}", "", " page s / Mbit/s".repeat(sw.base.len()));
+    let _ = write!(s, "{:<22}", "no background");
+    for (_, t, a) in &sw.base {
+        let _ = write!(s, " {t:>6.3} {a:>6.1}");
+    }
+    s.push_str("   (Mbit/s: available bandwidth)\n");
+    for (label, v) in &sw.rows {
+        let _ = write!(s, "{label:<22}");
+        for p in v {
+            let _ = write!(s, " {:>6.3} {:>6.1}", p.0, p.1);
+        }
+        s.push('\n');
+    }
+    // The paper's claims, checked on the means over N_web.
+    let mean_ratio = |v: &[(f64, f64)]| {
+        stats::mean(&v.iter().zip(&sw.base).map(|(p, b)| p.0 / b.1).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+    };
+    let mean_share = |v: &[(f64, f64)]| {
+        stats::mean(&v.iter().zip(&sw.base).map(|(p, b)| p.1 / b.2).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+    };
+    let _ = writeln!(s, "claims (means over N_web; page-time ratio to no background, share of available):");
+    for (label, v) in &sw.rows {
+        let _ = writeln!(
+            s,
+            "  {label:<20} page time x{:.3}, throughput {:.0} % of available",
+            mean_ratio(v),
+            100.0 * mean_share(v)
+        );
+    }
+    let row = |l: &str| sw.rows.iter().find(|r| r.0 == l).map(|r| r.1.clone());
+    if let (Some(reno), Some(bg)) = (row("reno"), row("imtcp-bg")) {
+        let _ = writeln!(
+            s,
+            "  Reno hurts the web traffic (page time > 1.2 x no background): {}",
+            verdict(mean_ratio(&reno) > 1.2)
+        );
+        let _ = writeln!(s, "  Reno takes more than the available bandwidth: {}", verdict(mean_share(&reno) > 1.0));
+        let _ = writeln!(
+            s,
+            "  ImTCP-bg leaves the web traffic alone (page time within 10 %): {}",
+            verdict(mean_ratio(&bg) < 1.1)
+        );
+        let others: Vec<f64> =
+            sw.rows.iter().filter(|r| r.0 != "reno" && r.0 != "imtcp-bg").map(|r| mean_share(&r.1)).collect();
+        let closest = others.iter().all(|&o| mean_share(&bg) >= o);
+        let _ = writeln!(
+            s,
+            "  ImTCP-bg is the closest of the background controllers to the available bandwidth: {}{}",
+            verdict(closest),
+            if others.is_empty() { " (no peers in this build)" } else { "" }
+        );
+    }
+    Ok(s)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "yes"
+    } else {
+        "NO"
+    }
+}
+
+fn fig5(dir: &Path) -> Result<String> {
+    let base = Scenario::parse(MULTI, "scenarios/imtcp-bg/multi.toml")?;
+    let mut ctrls = vec![Bg { label: "reno", cc: CcKind::Reno }];
+    ctrls.extend(peers());
+    ctrls.push(Bg { label: "imtcp-bg (delta 1.5)", cc: imtcp_bg(1.5) });
+    ctrls.push(Bg { label: "imtcp-bg (delta 1.2)", cc: imtcp_bg(1.2) });
+    let out = run_all(with_and_without(&base, &ctrls))?;
+    let phases = [(0.0, 50.0, 1), (50.0, 100.0, 2), (100.0, 150.0, 3), (150.0, 200.0, 4), (200.0, 300.0, 5)];
+    let mut csv = String::from("background,time_s,queue_pkts,bg1_mbps,bg2_mbps,bg3_mbps,bg4_mbps,bg5_mbps\n");
+    let mut s = String::from("N_web = 20, 500 s; per phase (active flows): total background Mbit/s, Jain index\n");
+    let none = &out[0];
+    let avail: Vec<f64> =
+        phases.iter().map(|&(a, b, _)| 50.0 * 1460.0 / 1500.0 - super::mean_between(&none.web, a, b)).collect();
+    let _ = write!(s, "{:<22} {:>8}", "background", "queue");
+    for (_, _, k) in phases {
+        let _ = write!(s, " {:>12}", format!("{k} flows"));
+    }
+    let _ = writeln!(s, " {:>9} {:>10}", "page s", "CoV 1 s");
+    let _ = write!(s, "{:<22} {:>8.1}", "none (available)", super::mean_between(&none.queue, 0.0, 500.0));
+    for a in &avail {
+        let _ = write!(s, " {a:>12.1}");
+    }
+    let _ = writeln!(s, " {:>9.3}", mean_page_time(&none.report));
+    let mut summary = Vec::new();
+    for (c, o) in ctrls.iter().zip(&out[1..]) {
+        for (i, q) in o.queue.iter().enumerate() {
+            let _ = write!(csv, "{},{:.0},{:.0}", c.label, q.0, q.1);
+            for f in &o.flows {
+                let _ = write!(csv, ",{:.3}", f.get(i).map_or(0.0, |p| p.1));
+            }
+            csv.push('\n');
+        }
+        let qmean = super::mean_between(&o.queue, 0.0, 500.0);
+        let _ = write!(s, "{:<22} {:>8.1}", c.label, qmean);
+        let mut totals = Vec::new();
+        let mut jains = Vec::new();
+        for &(a, b, k) in &phases {
+            let per: Vec<f64> = o.flows.iter().take(k).map(|f| super::mean_between(f, a, b)).collect();
+            let total: f64 = per.iter().sum();
+            let jain = stats::jain_index(&per).unwrap_or(f64::NAN);
+            let _ = write!(s, " {total:>6.1} {jain:>5.3}");
+            totals.push(total);
+            jains.push(jain);
+        }
+        // Variation: coefficient of variation of the 1-s total background throughput, 0-500 s.
+        let n = o.flows.first().map_or(0, |f| f.len());
+        let tot: Vec<f64> = (0..n).map(|i| o.flows.iter().map(|f| f.get(i).map_or(0.0, |p| p.1)).sum()).collect();
+        let cov = stats::mean(&tot).map_or(f64::NAN, |m| std_dev(&tot, m) / m);
+        let _ = writeln!(s, " {:>9.3} {:>10.3}", mean_page_time(&o.report), cov);
+        summary.push((c.label, qmean, totals, jains, cov));
+        let mut series = vec![Series { label: "queue (pkts)".into(), points: o.queue.clone(), markers_only: false }];
+        let chart_q = Chart {
+            title: format!("ImTCP-bg Figs. 5-9 (a): bottleneck queue, background {}", c.label),
+            x_label: "time (s)".into(),
+            y_label: "packets".into(),
+            series: std::mem::take(&mut series),
+            y_range: None,
+        };
+        let slug: String = c.label.chars().map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '_' }).collect();
+        std::fs::write(dir.join(format!("queue_{slug}.svg")), chart_q.to_svg())?;
+        let chart_t = Chart {
+            title: format!("ImTCP-bg Figs. 5-9 (b): background throughput, {}", c.label),
+            x_label: "time (s)".into(),
+            y_label: "Mbit/s".into(),
+            series: o
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, f)| Series { label: format!("flow {}", i + 1), points: f.clone(), markers_only: false })
+                .collect(),
+            y_range: None,
+        };
+        std::fs::write(dir.join(format!("throughput_{slug}.svg")), chart_t.to_svg())?;
+    }
+    std::fs::write(dir.join("fig5_9.csv"), csv)?;
+    s.push_str("(per phase: total Mbit/s and Jain index of the active flows; CoV: of the 1-s total)\n");
+    let get = |l: &str| summary.iter().find(|x| x.0 == l);
+    if let (Some(reno), Some(d15), Some(d12)) = (get("reno"), get("imtcp-bg (delta 1.5)"), get("imtcp-bg (delta 1.2)"))
+    {
+        let _ = writeln!(s, "claims:");
+        let _ =
+            writeln!(s, "  Reno builds the longest queue of all: {}", verdict(summary.iter().all(|x| x.1 <= reno.1)));
+        let _ = writeln!(
+            s,
+            "  ImTCP-bg is fair among flows (Jain >= 0.9 in every phase, delta 1.5): {}",
+            verdict(d15.3.iter().all(|&j| j >= 0.9))
+        );
+        let _ = writeln!(
+            s,
+            "  delta 1.2 keeps a shorter queue than 1.5: {} ({:.1} vs {:.1} pkts)",
+            verdict(d12.1 < d15.1),
+            d12.1,
+            d15.1
+        );
+        let _ = writeln!(
+            s,
+            "  ...and uses less bandwidth with one flow: {} ({:.1} vs {:.1} Mbit/s)",
+            verdict(d12.2[0] < d15.2[0]),
+            d12.2[0],
+            d15.2[0]
+        );
+        let bgs: Vec<_> = summary.iter().filter(|x| x.0 != "reno").collect();
+        let _ = writeln!(
+            s,
+            "  ImTCP-bg (1.5) varies least among the background controllers: {}",
+            verdict(bgs.iter().all(|x| d15.4 <= x.4))
+        );
+    }
+    Ok(s)
+}
+
+fn std_dev(v: &[f64], mean: f64) -> f64 {
+    (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len().max(1) as f64).sqrt()
+}
+
+fn fig14(dir: &Path) -> Result<String> {
+    let base = Scenario::parse(IMTCP_WEB, "scenarios/imtcp/web.toml")?;
+    let ctrls = [
+        Bg { label: "reno", cc: CcKind::Reno },
+        Bg {
+            label: "background g=0.5",
+            cc: CcKind::ImtcpBackground(BackgroundConfig { g: 0.5, ..BackgroundConfig::default() }),
+        },
+        Bg { label: "background g=0.8", cc: CcKind::ImtcpBackground(BackgroundConfig::default()) },
+    ];
+    let out = run_all(with_and_without(&base, &ctrls))?;
+    let labels: Vec<&str> = std::iter::once("none").chain(ctrls.iter().map(|c| c.label)).collect();
+    let mut cdf = String::from("background,page_time_s,cdf\n");
+    let mut series = Vec::new();
+    let mut s = String::from("ImTCP §4.3 network (50 Mbit/s, 90 ms, 50 web clients), 500 s, seed 1\n");
+    let _ = writeln!(
+        s,
+        "{:<18} {:>8} {:>10} {:>8} {:>8} {:>8}",
+        "background", "Mbit/s", "% of Reno", "p50 s", "p90 s", "mean s"
+    );
+    let reno = bg_mbps(&out[1].report);
+    for (label, o) in labels.iter().zip(&out) {
+        let mut t: Vec<f64> = web_of(&o.report).page_times.iter().map(|p| p.1.as_secs_f64()).collect();
+        t.sort_by(f64::total_cmp);
+        let q =
+            |p: f64| t.get(((t.len() as f64 * p) as usize).min(t.len().saturating_sub(1))).copied().unwrap_or(f64::NAN);
+        let _ = writeln!(
+            s,
+            "{label:<18} {:>8.1} {:>9.0}% {:>8.3} {:>8.3} {:>8.3}",
+            bg_mbps(&o.report),
+            100.0 * bg_mbps(&o.report) / reno,
+            q(0.5),
+            q(0.9),
+            stats::mean(&t).unwrap_or(f64::NAN)
+        );
+        let step = (t.len() / 400).max(1);
+        let pts: Vec<(f64, f64)> =
+            t.iter().enumerate().step_by(step).map(|(i, x)| (*x, (i + 1) as f64 / t.len() as f64)).collect();
+        for p in &pts {
+            let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
+        }
+        series.push(Series { label: label.to_string(), points: pts, markers_only: false });
+    }
+    std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
+    let chart = Chart {
+        title: "ImTCP Fig. 14: web page download time CDF".into(),
+        x_label: "page download time (s)".into(),
+        y_label: "CDF".into(),
+        series,
+        y_range: Some((0.0, 1.0)),
+    };
+    std::fs::write(dir.join("fig14.svg"), chart.to_svg())?;
+    let ratio = 100.0 * bg_mbps(&out[3].report) / reno;
+    let page = |i: usize| mean_page_time(&out[i].report);
+    let _ = writeln!(s, "paper: background mode about 72 % of Reno's throughput, page times close to no background");
+    let _ = writeln!(s, "claims (g = 0.8):");
+    let _ = writeln!(
+        s,
+        "  throughput {ratio:.0} % of Reno's (paper ~72 %): within 60-85 %: {}",
+        verdict((60.0..=85.0).contains(&ratio))
+    );
+    let _ = writeln!(
+        s,
+        "  mean page time closer to no background than Reno's ({:.3} vs {:.3}, none {:.3}): {}",
+        page(3),
+        page(1),
+        page(0),
+        verdict((page(3) - page(0)).abs() < (page(1) - page(0)).abs())
+    );
+    Ok(s)
+}
+
+fn goal(dir: &Path) -> Result<String> {
+    let mut ctrls = paper_controllers();
+    ctrls.push(Bg { label: "imtcp-bg delta 1.2", cc: imtcp_bg(1.2) });
+    let fast = ImtcpBgConfig { fast_regrowth: true, ..ImtcpBgConfig::default() };
+    ctrls.push(Bg { label: "imtcp-bg fast regrowth", cc: CcKind::ImtcpBg(fast) });
+    let fast12 = ImtcpBgConfig { delta: 1.2, ..fast };
+    ctrls.push(Bg { label: "imtcp-bg fast, 1.2", cc: CcKind::ImtcpBg(fast12) });
+    ctrls.push(Bg { label: "imtcp-background", cc: CcKind::ImtcpBackground(BackgroundConfig::default()) });
+    let sw = sweep(&ctrls, 2)?;
+    let mut csv = String::from("n_web,background,page_time_ratio,share_of_available,meets_goal\n");
+    let mut s =
+        String::from("goal: background >= 90 % of the available bandwidth, mean page time <= 1.05 x no background\n");
+    let _ = writeln!(s, "(seed 2, 200 s per run; cells: page-time ratio / share of available, * = meets the goal)");
+    let _ = write!(s, "{:<22}", "N_web");
+    for (n, _, _) in &sw.base {
+        let _ = write!(s, " {n:>13}");
+    }
+    let _ = writeln!(s, " {:>6}", "met");
+    for (label, v) in &sw.rows {
+        let _ = write!(s, "{label:<22}");
+        let mut met = 0;
+        for (p, b) in v.iter().zip(&sw.base) {
+            let (ratio, share) = (p.0 / b.1, p.1 / b.2);
+            let ok = ratio <= 1.05 && share >= 0.9;
+            met += ok as u32;
+            let _ = write!(s, " {ratio:>5.2}/{:>4.0}%{}", 100.0 * share, if ok { "*" } else { " " });
+            let _ = writeln!(csv, "{},{label},{ratio:.4},{share:.4},{ok}", b.0);
+        }
+        let _ = writeln!(s, " {met:>3}/{}", v.len());
+    }
+    std::fs::write(dir.join("goal.csv"), csv)?;
+    Ok(s)
+}
