@@ -4,6 +4,9 @@
 //! way: `scenario` → core; `build` → `scenario`, `probe`; `world` → `build`.)
 
 use headroom_core::cc::becc::Becc;
+use headroom_core::cc::ledbat::Ledbat;
+use headroom_core::cc::lp::Lp;
+use headroom_core::cc::nice::Nice;
 use headroom_core::cc::reno::{Recovery, Reno, RenoConfig};
 use headroom_core::cc::vegas::Vegas;
 use headroom_core::cc::CongestionControl;
@@ -20,9 +23,9 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::Becc => Box::new(Becc::with_paper_constants(Recovery::Reno, cfg)),
         CcKind::BeccNewReno => Box::new(Becc::with_paper_constants(Recovery::NewReno, cfg)),
         CcKind::Vegas(c) => Box::new(Vegas::new(c, cfg).expect("validated by the scenario")),
-        CcKind::Nice(_) | CcKind::Lp(_) | CcKind::Ledbat(_) => {
-            unreachable!("refused by Scenario::validate until the controller lands")
-        }
+        CcKind::Nice(c) => Box::new(Nice::new(c, cfg).expect("validated by the scenario")),
+        CcKind::Lp(c) => Box::new(Lp::new(c, cfg).expect("validated by the scenario")),
+        CcKind::Ledbat(c) => Box::new(Ledbat::new(c, cfg).expect("validated by the scenario")),
     }
 }
 
