@@ -5,6 +5,9 @@
 
 use headroom_core::cc::becc::Becc;
 use headroom_core::cc::imtcp_bg::{ImtcpBackground, ImtcpBg};
+use headroom_core::cc::ledbat::Ledbat;
+use headroom_core::cc::lp::Lp;
+use headroom_core::cc::nice::Nice;
 use headroom_core::cc::reno::{Recovery, Reno, RenoConfig};
 use headroom_core::cc::vegas::Vegas;
 use headroom_core::cc::{CongestionControl, Cubic, HighSpeed, WestwoodPlus};
@@ -26,9 +29,9 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::ImtcpBg(c) => Box::new(ImtcpBg::new(c, cfg)),
         CcKind::ImtcpBackground(c) => Box::new(ImtcpBackground::new(c, cfg)),
         CcKind::Vegas(c) => Box::new(Vegas::new(c, cfg).expect("validated by the scenario")),
-        CcKind::Nice(_) | CcKind::Lp(_) | CcKind::Ledbat(_) => {
-            unreachable!("refused by Scenario::validate until the controller lands")
-        }
+        CcKind::Nice(c) => Box::new(Nice::new(c, cfg).expect("validated by the scenario")),
+        CcKind::Lp(c) => Box::new(Lp::new(c, cfg).expect("validated by the scenario")),
+        CcKind::Ledbat(c) => Box::new(Ledbat::new(c, cfg).expect("validated by the scenario")),
     }
 }
 

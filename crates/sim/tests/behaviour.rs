@@ -163,8 +163,8 @@ fn malformed_scenarios_name_the_line_and_key() {
         (base.replacen("rate = \"20Mbps\"", "rate = \"20 parsecs\"", 1), &["line", "parsecs"]),
         (base.replacen("to = \"d\"", "to = \"nowhere\"", 1), &["line 41", "tcp[0].to", "nowhere"]),
         (
-            base.replacen("cc = \"newreno\"", "cc = \"vegas\"", 1),
-            &["line 42", "cc = \"vegas\"", "unknown congestion control `vegas` (known: reno, newreno"],
+            base.replacen("cc = \"newreno\"", "cc = \"bbr\"", 1),
+            &["line 42", "cc = \"bbr\"", "unknown congestion control `bbr` (known: reno, newreno"],
         ),
         (base.replacen("duration = \"30s\"", "", 1), &["duration"]),
         (base.replacen("[trace]", "[trace\n", 1), &["line"]),

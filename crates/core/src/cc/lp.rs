@@ -1,12 +1,59 @@
 //! TCP-LP (Kuzmanovic & Knightly, "TCP-LP: A Distributed Algorithm for Low Priority Data
-//! Transfer", INFOCOM 2003), following Linux `net/ipv4/tcp_lp.c`.
+//! Transfer", INFOCOM 2003), following Linux `net/ipv4/tcp_lp.c` (written from its algorithm;
+//! the constants below are its defaults).
+//!
+//! TCP-LP is Reno (here NewReno's loss handling) plus an *early congestion indication* from the
+//! one-way delay, which rises before the bottleneck queue overflows (§III-B):
+//!
+//! ```text
+//! per ACK with timestamps:
+//!   owd    = |TSval − TSecr|                          one-way delay + clock offset
+//!   min    = min(min, owd); max tracks the largest samples (see below)
+//!   sowd   = 7/8 · sowd + 1/8 · owd                   (the first sample sets it)
+//!   inference = 3 · RTT                                (RTT = now − TSecr)
+//!   if sowd ≥ min + 15 % · (max − min):                early congestion
+//!       min = sowd, max = 2 · sowd                     (Linux's reset of the extremes)
+//!       cwnd = 1 segment        if the last early congestion is less than `inference` ago
+//!       cwnd = max(cwnd / 2, 1) otherwise
+//!       last_drop = now
+//!   Reno's increase, except inside the inference window
+//! ```
+//!
+//! The inference window (§III-C) tells a persistent congestion from a transient one: a second
+//! indication within 3 RTTs of the first sends the window to one segment, where TCP-LP probes
+//! slowly until the path is quiet again.
+//!
+//! # Choices (Linux's where the paper is open)
+//! - **Delay source**: the TCP timestamps (`rcv_tsval − rcv_tsecr`), as Linux. The simulator's
+//!   clocks have no offset or drift and tick in nanoseconds, so Linux's remote-HZ estimator is
+//!   not needed. A sample of zero or without timestamps is ignored (Linux's `LP_VALID_OWD`).
+//!   **Clock offset**: the threshold test uses only differences, but Linux's reset after an
+//!   early congestion (`max = 2·sowd`) does not: with a receiver clock far ahead (Linux has
+//!   randomised TS offsets since 4.10) `max` becomes huge and the threshold unreachable. The
+//!   simulator has no offset, so this is Linux's behaviour between hosts with equal clocks.
+//! - **max**: Linux keeps the largest sample in a reserve and uses the one before it as `max`
+//!   ("always forget the max of the max"), so one outlier does not stretch the threshold.
+//! - **Threshold test**: early congestion when `sowd ≥ min + δ·(max − min)` (Linux's
+//!   `sowd < threshold` means "within"). The very first sample therefore counts as early
+//!   congestion (min = max = sowd) and halves the initial window, as in Linux; afterwards the
+//!   reset extremes (min = sowd, max = 2·sowd) put the threshold 15 % above the current delay.
+//! - **Every ACK** is tested, not once per RTT; after a reduction the reset extremes keep the
+//!   next samples within the threshold unless the delay keeps rising.
+//! - **ssthresh** is not touched by early congestion (Linux); losses halve it as NewReno.
+//! - The delay statistics are updated during fast recovery too, but the window is changed only
+//!   outside it (in recovery NewReno owns the window).
 
-/// `δ`: early congestion when the smoothed one-way delay exceeds `min + δ·(max − min)` (§III-B;
+use crate::cc::reno::{Reno, RenoConfig};
+use crate::cc::{AckAction, AckEvent, CongestionControl, SentEvent, Window};
+use crate::units::{Bytes, Time};
+
+/// `δ`: early congestion when the smoothed one-way delay reaches `min + δ·(max − min)` (§III-B;
 /// Linux: 15 %).
 pub const THRESHOLD: f64 = 0.15;
-/// The one-way-delay smoothing gain is `1 / 2^SMOOTHING_SHIFT` (Linux: 7/8 old + 1/8 new).
+/// The one-way-delay smoothing keeps `1 − 1/2^SMOOTHING_SHIFT` of the old value (Linux: 7/8).
 pub const SMOOTHING_SHIFT: u32 = 3;
-/// The inference window lasts this many RTTs after an early-congestion reduction (§III-C; Linux 3).
+/// The inference window lasts this many RTTs after an early-congestion reduction (§III-C;
+/// Linux: `lp->inference = 3 * delta`).
 pub const INFERENCE_RTTS: u32 = 3;
 
 /// Parameters of [`Lp`].
@@ -14,11 +61,14 @@ pub const INFERENCE_RTTS: u32 = 3;
 pub struct LpConfig {
     pub threshold: f64,
     pub inference_rtts: u32,
+    /// Not Linux: an early congestion also sets `ssthresh` to the reduced window (at least two
+    /// segments), so growth resumes in congestion avoidance instead of slow start (module doc).
+    pub early_ssthresh: bool,
 }
 
 impl Default for LpConfig {
     fn default() -> Self {
-        LpConfig { threshold: THRESHOLD, inference_rtts: INFERENCE_RTTS }
+        LpConfig { threshold: THRESHOLD, inference_rtts: INFERENCE_RTTS, early_ssthresh: false }
     }
 }
 
@@ -32,5 +82,243 @@ impl LpConfig {
             return Err("inference_rtts must be at least 1".into());
         }
         Ok(())
+    }
+}
+
+/// What an ACK's delay sample concluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Indication {
+    /// No valid sample, or the smoothed delay within the threshold.
+    None,
+    /// Early congestion outside the inference window: cwnd halved.
+    Halved,
+    /// Early congestion inside the inference window: cwnd set to one segment.
+    OneSegment,
+}
+
+/// TCP-LP controller state. Delays in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct Lp {
+    cfg: LpConfig,
+    reno: Reno,
+    mss: u64,
+    owd_min: Option<i64>,
+    owd_max: i64,
+    /// Largest sample seen since the last reset (Linux `owd_max_rsv`).
+    owd_max_reserve: i64,
+    /// Smoothed one-way delay times 2^SMOOTHING_SHIFT (0: no sample yet).
+    sowd_scaled: i64,
+    inference_ns: u64,
+    last_drop: Option<Time>,
+    last: Indication,
+    early_congestions: u64,
+}
+
+impl Lp {
+    pub fn new(cfg: LpConfig, reno_cfg: RenoConfig) -> Result<Lp, String> {
+        cfg.validate()?;
+        Ok(Lp {
+            cfg,
+            reno: Reno::newreno(reno_cfg),
+            mss: reno_cfg.mss.0.max(1),
+            owd_min: None,
+            owd_max: 0,
+            owd_max_reserve: 0,
+            sowd_scaled: 0,
+            inference_ns: 0,
+            last_drop: None,
+            last: Indication::None,
+            early_congestions: 0,
+        })
+    }
+
+    pub fn config(&self) -> &LpConfig {
+        &self.cfg
+    }
+    /// The smoothed one-way delay in nanoseconds (None before the first sample).
+    pub fn smoothed_owd_ns(&self) -> Option<i64> {
+        (self.sowd_scaled != 0).then_some(self.sowd_scaled >> SMOOTHING_SHIFT)
+    }
+    /// What the last ACK concluded.
+    pub fn last_indication(&self) -> Indication {
+        self.last
+    }
+    /// Early-congestion reductions so far.
+    pub fn early_congestions(&self) -> u64 {
+        self.early_congestions
+    }
+
+    /// Updates min, max and the smoothed delay with one sample.
+    fn sample(&mut self, owd: i64) {
+        self.owd_min = Some(self.owd_min.map_or(owd, |m| m.min(owd)));
+        if owd > self.owd_max {
+            if owd > self.owd_max_reserve {
+                self.owd_max = if self.owd_max_reserve == 0 { owd } else { self.owd_max_reserve };
+                self.owd_max_reserve = owd;
+            } else {
+                self.owd_max = owd;
+            }
+        }
+        if self.sowd_scaled != 0 {
+            self.sowd_scaled += owd - (self.sowd_scaled >> SMOOTHING_SHIFT);
+        } else {
+            self.sowd_scaled = owd << SMOOTHING_SHIFT;
+        }
+    }
+
+    /// The early-congestion test after a sample at `now`; resets the extremes on congestion.
+    fn indication(&mut self, now: Time) -> Indication {
+        let within_inference = self.last_drop.is_some_and(|t| now.saturating_since(t).0 < self.inference_ns);
+        let (Some(min), sowd) = (self.owd_min, self.sowd_scaled >> SMOOTHING_SHIFT) else {
+            return Indication::None;
+        };
+        let threshold = min as f64 + self.cfg.threshold * (self.owd_max - min) as f64;
+        if (sowd as f64) < threshold {
+            return Indication::None;
+        }
+        self.owd_min = Some(sowd);
+        self.owd_max = self.sowd_scaled >> (SMOOTHING_SHIFT - 1);
+        self.owd_max_reserve = self.owd_max;
+        self.last_drop = Some(now);
+        self.early_congestions += 1;
+        if within_inference {
+            Indication::OneSegment
+        } else {
+            Indication::Halved
+        }
+    }
+}
+
+impl CongestionControl for Lp {
+    fn name(&self) -> &'static str {
+        "lp"
+    }
+    fn on_ack(&mut self, ev: &AckEvent) -> AckAction {
+        let was_in_recovery = self.reno.in_recovery();
+        let before = self.reno.cwnd().0;
+        let action = self.reno.on_ack(ev);
+        self.last = Indication::None;
+        if ev.newly_acked.0 == 0 {
+            return action;
+        }
+        let owd = ev.timestamps.map(|t| t.one_way_delay_ns().abs()).filter(|&d| d > 0);
+        let Some(owd) = owd else { return action };
+        self.sample(owd);
+        let rtt = ev.timestamps.map_or(0, |t| ev.now.saturating_since(t.tsecr).0);
+        if rtt > 0 {
+            self.inference_ns = rtt.saturating_mul(self.cfg.inference_rtts as u64);
+        }
+        let within_inference = self.last_drop.is_some_and(|t| ev.now.saturating_since(t).0 < self.inference_ns);
+        self.last = self.indication(ev.now);
+        if was_in_recovery || self.reno.in_recovery() || action != AckAction::None {
+            return action;
+        }
+        let growth = if within_inference { 0 } else { self.reno.cwnd().0 - before };
+        let base = match self.last {
+            Indication::None => before,
+            Indication::Halved => (before / 2).max(self.mss),
+            Indication::OneSegment => self.mss,
+        };
+        self.reno.set_cwnd(Bytes(base + growth));
+        if self.cfg.early_ssthresh && self.last != Indication::None {
+            self.reno.set_ssthresh(Bytes(base.max(2 * self.mss)));
+        }
+        action
+    }
+    fn on_timeout(&mut self, now: Time, in_flight: Bytes) {
+        self.reno.on_timeout(now, in_flight);
+    }
+    fn on_sent(&mut self, ev: &SentEvent) {
+        self.reno.on_sent(ev);
+    }
+    fn window(&self) -> Window {
+        self.reno.window()
+    }
+    fn in_recovery(&self) -> bool {
+        self.reno.in_recovery()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::AckTimestamps;
+    use crate::units::Dur;
+
+    const MSS: u64 = 1000;
+    /// The receiver's clock offset (zero: Linux's reset of the extremes to sowd and 2·sowd is
+    /// not offset-free; module doc).
+    const OFFSET_NS: u64 = 0;
+
+    /// An ACK of one segment at `now_ms`, echoing a segment sent `rtt_ms` ago whose one-way
+    /// delay was `owd_ms`.
+    fn ack(now_ms: u64, seq: u64, owd_ms: u64, rtt_ms: u64) -> AckEvent {
+        let now = Time(now_ms * 1_000_000);
+        let sent = now - Dur::from_millis(rtt_ms);
+        AckEvent {
+            now,
+            ack: seq,
+            newly_acked: Bytes(MSS),
+            rtt: Some(Dur::from_millis(rtt_ms)),
+            snd_max: seq + 100 * MSS,
+            in_flight: Bytes(100 * MSS),
+            mss: Bytes(MSS),
+            timestamps: Some(AckTimestamps { tsval: Time(sent.0 + OFFSET_NS + owd_ms * 1_000_000), tsecr: sent }),
+            ..Default::default()
+        }
+    }
+
+    /// An LP flow in congestion avoidance at 40 segments that has seen one-way delays of 50 ms
+    /// (empty queue) and 150 ms (full queue), with its smoothed delay back at 50 ms.
+    fn primed() -> (Lp, u64, u64) {
+        let mut lp = Lp::new(LpConfig::default(), RenoConfig { mss: Bytes(MSS), ..RenoConfig::default() }).unwrap();
+        let (mut t, mut seq) = (0, 0);
+        for owd in [50, 150, 150, 50] {
+            for _ in 0..40 {
+                t += 1;
+                seq += MSS;
+                lp.on_ack(&ack(t, seq, owd, 100));
+            }
+        }
+        // Long after the last early congestion; past the inference window.
+        t += 1000;
+        lp.reno.set_cwnd(Bytes(40 * MSS));
+        lp.reno.set_ssthresh(Bytes(40 * MSS));
+        (lp, t, seq)
+    }
+
+    #[test]
+    fn lp_halves_on_early_congestion_outside_the_inference_window_then_drops_to_one_inside() {
+        let (mut lp, mut t, mut seq) = primed();
+        let mut events = Vec::new();
+        for _ in 0..40 {
+            t += 1;
+            seq += MSS;
+            lp.on_ack(&ack(t, seq, 150, 100));
+            if lp.last_indication() != Indication::None {
+                events.push((t, lp.last_indication(), lp.window().cwnd.0));
+            }
+        }
+        assert!(events.len() >= 2, "{events:?}");
+        let (t0, first, w0) = events[0];
+        assert_eq!(first, Indication::Halved, "{events:?}");
+        // Halved, then this ACK's Reno increase (outside the inference window), as Linux.
+        assert_eq!(w0, 20 * MSS + MSS * MSS / (40 * MSS), "{events:?}");
+        let (t1, second, w1) = events[1];
+        assert!(t1 - t0 < 300, "within 3 RTTs: {events:?}");
+        assert_eq!((second, w1), (Indication::OneSegment, MSS), "{events:?}");
+    }
+
+    #[test]
+    fn lp_grows_as_reno_while_the_delay_stays_low_and_not_inside_the_inference_window() {
+        let (mut lp, mut t, mut seq) = primed();
+        for _ in 0..40 {
+            t += 1;
+            seq += MSS;
+            lp.on_ack(&ack(t, seq, 50, 100));
+            assert_eq!(lp.last_indication(), Indication::None);
+        }
+        let w = lp.window().cwnd.0;
+        assert!((40 * MSS + 900..=41 * MSS).contains(&w), "about one segment per window: {w}");
     }
 }

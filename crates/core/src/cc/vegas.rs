@@ -133,6 +133,13 @@ impl Vegas {
     pub fn base_rtt(&self) -> Option<Dur> {
         self.base_rtt
     }
+    /// Sets cwnd and ssthresh (tests of controllers built on Vegas).
+    #[cfg(test)]
+    pub(crate) fn set_window_for_test(&mut self, cwnd: Bytes, ssthresh: Bytes) {
+        self.reno.set_cwnd(cwnd);
+        self.reno.set_ssthresh(ssthresh);
+    }
+
     /// Diff (segments queued) of the last round Vegas judged.
     pub fn last_diff(&self) -> Option<f64> {
         self.last_diff

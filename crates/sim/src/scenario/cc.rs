@@ -44,7 +44,7 @@ pub enum CcKind {
     /// Vegas's `alpha`, `beta`, `gamma`.
     Nice(NiceConfig),
     /// TCP-LP (Kuzmanovic & Knightly 2003, Linux `tcp_lp.c`); keys `threshold`,
-    /// `inference_rtts`.
+    /// `inference_rtts`, `early_ssthresh` (not Linux: early congestion also sets ssthresh).
     Lp(LpConfig),
     /// LEDBAT (RFC 6817); keys `target`, `gain`, `base_history`, `current_filter`,
     /// `allowed_increase`, `min_cwnd`.
@@ -308,6 +308,7 @@ impl NiceKeys {
 struct LpKeys {
     threshold: Option<f64>,
     inference_rtts: Option<u32>,
+    early_ssthresh: Option<bool>,
 }
 
 impl LpKeys {
@@ -317,6 +318,9 @@ impl LpKeys {
         }
         if let Some(i) = self.inference_rtts {
             c.inference_rtts = i;
+        }
+        if let Some(e) = self.early_ssthresh {
+            c.early_ssthresh = e;
         }
     }
 }
