@@ -1,0 +1,1 @@
+//! Analytic models of Fig. 3 (filled in below).
