@@ -21,6 +21,7 @@ pub struct ReproduceArgs {
 
 mod becc;
 mod imtcp;
+mod overlay;
 mod pathquick;
 
 /// One reproducible experiment: `run` writes its files into the directory it is given and
@@ -33,7 +34,12 @@ pub struct Experiment {
 
 /// Every experiment, paper by paper.
 fn experiments() -> Vec<&'static Experiment> {
-    becc::EXPERIMENTS.iter().chain(imtcp::EXPERIMENTS).chain(pathquick::EXPERIMENTS).collect()
+    becc::EXPERIMENTS
+        .iter()
+        .chain(imtcp::EXPERIMENTS)
+        .chain(pathquick::EXPERIMENTS)
+        .chain(overlay::EXPERIMENTS)
+        .collect()
 }
 
 pub fn run(a: ReproduceArgs) -> Result<()> {

@@ -157,17 +157,23 @@ impl<E> Engine<E> {
                 tx_packets: 0,
             })
             .collect();
+        // Breadth-first search from every destination over the reversed links (adjacency lists
+        // in link order, so ties go to the lower link index).
+        let mut into: Vec<Vec<u32>> = vec![Vec::new(); nodes];
+        for (li, l) in links.iter().enumerate() {
+            into[l.spec.to as usize].push(li as u32);
+        }
         let mut routes = vec![None; nodes * nodes];
         for dst in 0..nodes {
             let mut seen = vec![false; nodes];
             seen[dst] = true;
             let mut frontier = VecDeque::from([dst]);
             while let Some(v) = frontier.pop_front() {
-                for (li, l) in links.iter().enumerate() {
-                    let u = l.spec.from as usize;
-                    if l.spec.to as usize == v && !seen[u] {
+                for &li in &into[v] {
+                    let u = links[li as usize].spec.from as usize;
+                    if !seen[u] {
                         seen[u] = true;
-                        routes[u * nodes + dst] = Some(li as u32);
+                        routes[u * nodes + dst] = Some(li);
                         frontier.push_back(u);
                     }
                 }
