@@ -16,7 +16,7 @@ use crate::units::{Dur, Time};
 /// Choices: when the CPU has served nothing for `idle_reset` the queue is empty, so `q` is reset
 /// to zero (otherwise a stale high value would block splitting forever on an idle proxy);
 /// `target` is a delay budget that the operator sets relative to the RTTs the proxy shortens
-/// (the reproduce scenarios use a fraction of the receiver-side delay).
+/// (`headroom reproduce overlay-policy-d` uses 1 ms with a 5 ms and a 30 ms receiver-side delay).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SplitWhileShortQueue {
     pub target: Dur,

@@ -99,53 +99,13 @@ fn a_syn_costs_the_proxy_cpu_ten_packets() {
 }
 
 #[test]
-#[ignore = "exploration: prints the Fig. 3 grid"]
-fn print_fig3_grid() {
-    for p in [0.001, 0.005, 0.01, 0.02, 0.05] {
-        for d in [5, 20, 50, 100] {
-            let t = std::time::Instant::now();
-            let x = super::experiments::fig3_point(p, Dur::from_millis(d), Dur::from_secs(100));
-            println!(
-                "p {p} d {d}: padhye {:.2} sim1 {:.2} ({:+.0}%) | model2 {:.2} sim2 {:.2} | gain model {:.2} sim {:.2}  [{:?}]",
-                x.padhye_case1 / 1e6, x.sim_case1 / 1e6, (x.sim_case1 / x.padhye_case1 - 1.0) * 100.0,
-                x.model_case2 / 1e6, x.sim_case2 / 1e6, x.model_gain(), x.sim_gain(), t.elapsed()
-            );
-        }
-    }
-}
-
-#[test]
-#[ignore = "exploration: prints Figs. 5-8 summaries"]
-fn print_web_proxy() {
-    use super::experiments::{run_web_proxy, PolicyChoice, WebProxyParams};
-    let fig8 = std::env::var("FIG8").is_ok();
-    for pol in [
-        PolicyChoice::None,
-        PolicyChoice::All,
-        PolicyChoice::LowLoad,
-        PolicyChoice::ShortQueue { target: Dur::from_millis(1) },
-        PolicyChoice::ShortQueue { target: Dur::from_millis(5) },
-    ] {
-        let p = if fig8 { WebProxyParams::fig8(pol) } else { WebProxyParams::fig5_7(pol) };
-        let clock = std::time::Instant::now();
-        let r = run_web_proxy(&p);
-        let med = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            if v.is_empty() {
-                f64::NAN
-            } else {
-                v[v.len() / 2]
-            }
-        };
-        let mut s: Vec<f64> =
-            r.web.iter().filter(|x| x.split).filter_map(|x| x.delay()).map(|d| d.as_secs_f64()).collect();
-        let mut n: Vec<f64> =
-            r.web.iter().filter(|x| !x.split).filter_map(|x| x.delay()).map(|d| d.as_secs_f64()).collect();
-        let unfinished = r.web.iter().filter(|x| x.end.is_none()).count();
-        let p95 = |v: &Vec<f64>| if v.is_empty() { f64::NAN } else { v[(v.len() * 95 / 100).min(v.len() - 1)] };
-        println!("p95 split {:.3} non {:.3}", p95(&s), p95(&n));
-        println!("{pol:?}: web {} split {} non {} unfinished {unfinished} | median split {:.3} non {:.3} | cpu util {:.2} max queue {} mean wait {:.1} ms | events {} [{:?}]",
-            r.web.len(), s.len(), n.len(), med(&mut s), med(&mut n), r.proxy.busy.as_secs_f64() / r.duration.as_secs_f64(), r.proxy.max_queue,
-            r.proxy.total_wait.as_secs_f64() * 1e3 / r.proxy.served.max(1) as f64, r.events, clock.elapsed());
+fn case_1_in_the_simulator_is_within_25_percent_of_padhye_on_part_of_the_fig3_grid() {
+    // A subset of the grid (the whole grid is `headroom reproduce overlay-fig3`; there the point
+    // P_LAN2 0.001, D_LAN2 100 ms is outside 25 %: see docs/results.md).
+    for (p, d) in [(0.005, 5), (0.02, 20), (0.05, 50), (0.01, 100)] {
+        let x = super::experiments::fig3_point(p, Dur::from_millis(d), Dur::from_secs(60));
+        let dev = x.sim_case1 / x.padhye_case1 - 1.0;
+        assert!(dev.abs() < 0.25, "P_LAN2 {p} D_LAN2 {d} ms: sim {} vs Padhye {}", x.sim_case1, x.padhye_case1);
+        assert!(x.sim_case2 > x.sim_case1, "splitting gains at P_LAN2 {p} D_LAN2 {d} ms");
     }
 }
