@@ -120,11 +120,9 @@ mod tests {
 
     #[test]
     fn the_relay_model_lies_between_the_coupled_extremes() {
-        let segs = [
-            Segment { loss: 0.01, rtt: 0.01, wmax: 1000.0 },
-            Segment { loss: 0.001, rtt: 0.04, wmax: 1000.0 },
-            Segment { loss: 0.02, rtt: 0.1, wmax: 1000.0 },
-        ];
+        // Three alike segments: coupling costs most when the connections' own rates are close
+        // (Maki et al. §1, on their reference [17]).
+        let segs = [Segment { loss: 0.01, rtt: 0.02, wmax: 1000.0 }; 3];
         let own: Vec<f64> = segs.iter().map(|s| padhye(*s)).collect();
         let min = own.iter().cloned().fold(f64::INFINITY, f64::min);
         let small = relay_chain(&segs, 2.0, 1e-6);
