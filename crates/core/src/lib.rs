@@ -11,7 +11,8 @@
 //!   the excursion estimator, and the train judge that every driver runs.
 //! - [`imtcp`] — ImTCP's inline measurement: the measurement algorithm, the control unit below
 //!   TCP, echo mode and the passive estimators it is compared with.
-//! - Split policies for TCP overlay proxies (`overlay/`) are planned.
+//! - [`overlay`] — split policies for TCP overlay proxies (Maki et al.'s A, B, C and headroom's D):
+//!   which new connections a proxy terminates and relays.
 //! - Shared helpers, written once: [`units`] (time, bytes, rates and their parsers), [`rtt`]
 //!   (RFC 6298's estimator), [`rng`] (the bit-exact random-number generator and its samplers) and
 //!   [`stats`] (median, quantiles, mean, Jain's index).
@@ -20,6 +21,7 @@ pub mod abw;
 pub mod cc;
 pub mod imtcp;
 pub mod math;
+pub mod overlay;
 pub mod rng;
 pub mod rtt;
 pub mod sack;

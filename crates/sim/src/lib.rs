@@ -11,6 +11,7 @@ pub mod build;
 pub mod limits;
 pub mod net;
 pub mod output;
+pub mod overlay;
 pub mod passive;
 pub mod probe;
 pub mod scenario;

@@ -29,6 +29,7 @@ pub struct ReproduceArgs {
 mod becc;
 mod imtcp;
 mod imtcp_bg;
+mod overlay;
 mod pathquick;
 mod report;
 
@@ -47,6 +48,7 @@ fn experiments() -> Vec<&'static Experiment> {
         .chain(imtcp::EXPERIMENTS)
         .chain(imtcp_bg::EXPERIMENTS)
         .chain(pathquick::EXPERIMENTS)
+        .chain(overlay::EXPERIMENTS)
         .collect()
 }
 

@@ -1,0 +1,324 @@
+//! Maki et al.'s TCP overlay experiments (issue 14): Fig. 3 (throughput gain of splitting at two
+//! proxies, analytic and simulated), Figs. 5–7 (transfer-delay CDFs under split policies A, B, C
+//! through a loaded proxy, D = 5 ms), Fig. 8 (D = 30 ms, 1 % loss toward the clients), and
+//! headroom's policy D against C on the Fig. 7 and Fig. 8 workloads.
+//!
+//! The set-ups are `headroom_sim::overlay::experiments::{ChainParams::fig3,
+//! WebProxyParams::{fig5_7, fig8}}` (documented there and in docs/overlay.md). Every number in the
+//! summaries is computed from the run.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+use headroom_core::stats::Sorted;
+use headroom_core::units::Dur;
+use headroom_sim::overlay::experiments::{
+    fig3_point, run_web_proxy, Fig3Point, PolicyChoice, WebProxyParams, WebProxyRun,
+};
+
+use super::Experiment;
+use crate::plot::{Chart, Series};
+
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "overlay-fig3",
+        about: "Maki et al. Fig. 3: throughput gain of splitting at two proxies vs one connection, P_LAN2 x D_LAN2 (Padhye + relay model, and simulation)",
+        run: overlay_fig3,
+    },
+    Experiment {
+        name: "overlay-fig5-7",
+        about: "Maki et al. Figs. 5-7: web transfer-delay CDFs through a loaded proxy under split policies A, B, C (D = 5 ms)",
+        run: overlay_fig5_7,
+    },
+    Experiment {
+        name: "overlay-fig8",
+        about: "Maki et al. Fig. 8: policy C with D = 30 ms and 1 % loss toward the clients",
+        run: overlay_fig8,
+    },
+    Experiment {
+        name: "overlay-policy-d",
+        about: "Beyond Maki et al.: policy D (proxy queueing delay) against C on the Fig. 7 and Fig. 8 workloads",
+        run: overlay_policy_d,
+    },
+];
+
+/// Fig. 3's grid (our choice: the paper's axes' values are in its figure only).
+const P_LAN2: [f64; 5] = [0.001, 0.005, 0.01, 0.02, 0.05];
+const D_LAN2_MS: [u64; 4] = [5, 20, 50, 100];
+const FIG3_SECONDS: u64 = 100;
+
+fn overlay_fig3(dir: &Path) -> Result<String> {
+    let points: Vec<Fig3Point> = P_LAN2
+        .iter()
+        .flat_map(|&p| D_LAN2_MS.iter().map(move |&d| (p, d)))
+        .map(|(p, d)| fig3_point(p, Dur::from_millis(d), Dur::from_secs(FIG3_SECONDS)))
+        .collect();
+    let mut csv = String::from(
+        "p_lan2,d_lan2_ms,padhye_case1_mbps,model_case2_mbps,sim_case1_mbps,sim_case2_mbps,model_gain,sim_gain\n",
+    );
+    for x in &points {
+        writeln!(
+            csv,
+            "{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4}",
+            x.p_lan2,
+            x.d_lan2.as_millis_f64(),
+            x.padhye_case1 / 1e6,
+            x.model_case2 / 1e6,
+            x.sim_case1 / 1e6,
+            x.sim_case2 / 1e6,
+            x.model_gain(),
+            x.sim_gain()
+        )?;
+    }
+    std::fs::write(dir.join("fig3.csv"), &csv)?;
+    let mut series = Vec::new();
+    for &d in &D_LAN2_MS {
+        let pts = |f: fn(&Fig3Point) -> f64| -> Vec<(f64, f64)> {
+            points.iter().filter(|x| x.d_lan2 == Dur::from_millis(d)).map(|x| (x.p_lan2 * 100.0, f(x))).collect()
+        };
+        series.push(Series {
+            label: format!("model, D_LAN2 {d} ms"),
+            points: pts(Fig3Point::model_gain),
+            markers_only: false,
+        });
+        series.push(Series {
+            label: format!("sim, D_LAN2 {d} ms"),
+            points: pts(Fig3Point::sim_gain),
+            markers_only: true,
+        });
+    }
+    let chart = Chart {
+        title: "Fig. 3: Case 2 / Case 1 throughput".into(),
+        x_label: "P_LAN2 (%)".into(),
+        y_label: "throughput gain".into(),
+        series,
+        y_range: None,
+    };
+    std::fs::write(dir.join("fig3.svg"), chart.to_svg())?;
+
+    let gains = |f: fn(&Fig3Point) -> f64| -> (f64, f64) {
+        points.iter().map(f).fold((f64::INFINITY, 0.0f64), |(lo, hi), g| (lo.min(g), hi.max(g)))
+    };
+    let (mlo, mhi) = gains(Fig3Point::model_gain);
+    let (slo, shi) = gains(Fig3Point::sim_gain);
+    let case1_dev = |x: &Fig3Point| x.sim_case1 / x.padhye_case1 - 1.0;
+    let worst1 = points.iter().max_by(|a, b| case1_dev(a).abs().total_cmp(&case1_dev(b).abs())).expect("grid");
+    let case2_dev = |x: &Fig3Point| x.sim_case2 / x.model_case2 - 1.0;
+    let worst2 = points.iter().max_by(|a, b| case2_dev(a).abs().total_cmp(&case2_dev(b).abs())).expect("grid");
+    let within = points.iter().filter(|x| case1_dev(x).abs() <= 0.25).count();
+    let mut s = String::new();
+    writeln!(s, "grid: P_LAN2 {P_LAN2:?} x D_LAN2 {D_LAN2_MS:?} ms; {FIG3_SECONDS} s per simulated point")?;
+    writeln!(s, "paper: Case 2 always above Case 1, up to more than 3x")?;
+    writeln!(
+        s,
+        "ours, model: gain {mlo:.2}-{mhi:.2}x (above 1 at {}/{} points); simulation: {slo:.2}-{shi:.2}x (above 1 at {}/{})",
+        points.iter().filter(|x| x.model_gain() > 1.0).count(),
+        points.len(),
+        points.iter().filter(|x| x.sim_gain() > 1.0).count(),
+        points.len()
+    )?;
+    writeln!(
+        s,
+        "Case 1, simulation vs Padhye: within 25 % at {within}/{} points; worst {:+.0} % at P_LAN2 {} D_LAN2 {} ms",
+        points.len(),
+        case1_dev(worst1) * 100.0,
+        worst1.p_lan2,
+        worst1.d_lan2.as_millis_f64()
+    )?;
+    writeln!(
+        s,
+        "Case 2, simulation vs relay model: worst {:+.0} % at P_LAN2 {} D_LAN2 {} ms",
+        case2_dev(worst2) * 100.0,
+        worst2.p_lan2,
+        worst2.d_lan2.as_millis_f64()
+    )?;
+    Ok(s)
+}
+
+/// The curves of one run: delays (s) of split(low 10 %), split(high 10 %), split(all), non-split.
+struct Curves {
+    low: Vec<f64>,
+    high: Vec<f64>,
+    split: Vec<f64>,
+    nonsplit: Vec<f64>,
+    unfinished: usize,
+}
+
+fn curves(run: &WebProxyRun) -> Curves {
+    let sizes = Sorted::new(run.web.iter().filter(|r| r.split).map(|r| r.size as f64).collect());
+    let lo = sizes.quantile(0.1).unwrap_or(0.0);
+    let hi = sizes.quantile(0.9).unwrap_or(f64::INFINITY);
+    let done = || run.web.iter().filter_map(|r| r.delay().map(|d| (r, d.as_secs_f64())));
+    Curves {
+        low: done().filter(|(r, _)| r.split && (r.size as f64) <= lo).map(|x| x.1).collect(),
+        high: done().filter(|(r, _)| r.split && (r.size as f64) >= hi).map(|x| x.1).collect(),
+        split: done().filter(|(r, _)| r.split).map(|x| x.1).collect(),
+        nonsplit: done().filter(|(r, _)| !r.split).map(|x| x.1).collect(),
+        unfinished: run.web.iter().filter(|r| r.end.is_none()).count(),
+    }
+}
+
+fn q(v: &[f64], p: f64) -> Option<f64> {
+    Sorted::new(v.to_vec()).quantile(p)
+}
+
+fn fmt_q(v: &[f64], p: f64) -> String {
+    q(v, p).map_or_else(|| "-".into(), |x| format!("{:.3}", x))
+}
+
+fn cdf(v: &[f64]) -> Vec<(f64, f64)> {
+    let s = Sorted::new(v.to_vec()).into_vec();
+    let n = s.len() as f64;
+    s.iter().enumerate().map(|(i, x)| (*x, (i + 1) as f64 / n)).collect()
+}
+
+/// Runs one policy, writes its transfers and CDF plot, and returns the summary lines.
+fn web_run(dir: &Path, tag: &str, title: &str, p: &WebProxyParams) -> Result<(Curves, String)> {
+    let run = run_web_proxy(p);
+    let mut csv = String::from("start_s,size_bytes,split,delay_s\n");
+    for r in &run.web {
+        let d = r.delay().map_or_else(String::new, |d| format!("{:.6}", d.as_secs_f64()));
+        writeln!(csv, "{:.6},{},{},{}", r.start.as_secs_f64(), r.size, r.split, d)?;
+    }
+    std::fs::write(dir.join(format!("{tag}.csv")), &csv)?;
+    let c = curves(&run);
+    let chart = Chart {
+        title: title.into(),
+        x_label: "transfer delay (s)".into(),
+        y_label: "CDF".into(),
+        series: vec![
+            Series { label: "split(low)".into(), points: cdf(&c.low), markers_only: false },
+            Series { label: "split(high)".into(), points: cdf(&c.high), markers_only: false },
+            Series { label: "split(all)".into(), points: cdf(&c.split), markers_only: false },
+            Series { label: "nonsplit".into(), points: cdf(&c.nonsplit), markers_only: false },
+        ],
+        y_range: Some((0.0, 1.0)),
+    };
+    std::fs::write(dir.join(format!("{tag}.svg")), chart.to_svg())?;
+    let util = run.proxy.busy.as_secs_f64() / run.duration.as_secs_f64();
+    let mut s = String::new();
+    writeln!(
+        s,
+        "{tag}: web transfers {} (split {}, non-split {}, unfinished {}); proxy CPU busy {:.0} % of the run, mean wait {:.1} ms",
+        run.web.len(),
+        c.split.len(),
+        c.nonsplit.len(),
+        c.unfinished,
+        util * 100.0,
+        run.proxy.total_wait.as_secs_f64() * 1e3 / run.proxy.served.max(1) as f64
+    )?;
+    writeln!(
+        s,
+        "{tag}: median / p95 delay (s): split(low) {} / {}, split(high) {} / {}, split(all) {} / {}, non-split {} / {}",
+        fmt_q(&c.low, 0.5),
+        fmt_q(&c.low, 0.95),
+        fmt_q(&c.high, 0.5),
+        fmt_q(&c.high, 0.95),
+        fmt_q(&c.split, 0.5),
+        fmt_q(&c.split, 0.95),
+        fmt_q(&c.nonsplit, 0.5),
+        fmt_q(&c.nonsplit, 0.95)
+    )?;
+    Ok((c, s))
+}
+
+/// "split slower" / "split faster" from the medians.
+fn verdict(c: &Curves) -> &'static str {
+    match (q(&c.split, 0.5), q(&c.nonsplit, 0.5)) {
+        (Some(s), Some(n)) if s > n => "split slower than non-split",
+        (Some(_), Some(_)) => "split faster than non-split",
+        _ => "no comparison (one class is empty)",
+    }
+}
+
+fn overlay_fig5_7(dir: &Path) -> Result<String> {
+    let mut s = String::new();
+    let base = WebProxyParams::fig5_7(PolicyChoice::None);
+    writeln!(
+        s,
+        "t = {} per packet (10 t per SYN / SYN-ACK); choice of t: see the split-none and split-all lines",
+        base.per_packet
+    )?;
+    let runs = [
+        ("split-none", "reference: no web connection split", PolicyChoice::None, ""),
+        ("split-all", "reference: every web connection split", PolicyChoice::All, ""),
+        ("fig5-policy-a", "Fig. 5: policy A (300 users)", PolicyChoice::Users(300), "split slower"),
+        ("fig6-policy-b", "Fig. 6: policy B (>= 2000 bytes)", PolicyChoice::LargeDocuments, "split slower"),
+        ("fig7-policy-c", "Fig. 7: policy C (L(T) < 0.9/t)", PolicyChoice::LowLoad, "split faster"),
+    ];
+    for (tag, title, pol, paper) in runs {
+        let (c, lines) = web_run(dir, tag, title, &WebProxyParams::fig5_7(pol))?;
+        s.push_str(&lines);
+        if !paper.is_empty() {
+            writeln!(s, "{tag}: paper: {paper} than non-split; ours: {}", verdict(&c))?;
+        }
+    }
+    Ok(s)
+}
+
+/// Median non-split delay over median split delay (how much faster split connections are).
+fn advantage(c: &Curves) -> Option<f64> {
+    Some(q(&c.nonsplit, 0.5)? / q(&c.split, 0.5)?)
+}
+
+fn overlay_fig8(dir: &Path) -> Result<String> {
+    let mut s = String::new();
+    let (c7, l7) =
+        web_run(dir, "fig7-policy-c", "Fig. 7: policy C, D = 5 ms", &WebProxyParams::fig5_7(PolicyChoice::LowLoad))?;
+    let (c8, l8) = web_run(
+        dir,
+        "fig8-policy-c",
+        "Fig. 8: policy C, D = 30 ms, 1 % loss",
+        &WebProxyParams::fig8(PolicyChoice::LowLoad),
+    )?;
+    s.push_str(&l7);
+    s.push_str(&l8);
+    let f = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.2}"));
+    writeln!(
+        s,
+        "paper: the gap in favour of split connections grows from Fig. 7 to Fig. 8; ours: median non-split / split = {} (Fig. 7) -> {} (Fig. 8): {}",
+        f(advantage(&c7)),
+        f(advantage(&c8)),
+        match (advantage(&c7), advantage(&c8)) {
+            (Some(a), Some(b)) if b > a => "grows",
+            (Some(_), Some(_)) => "does not grow",
+            _ => "no comparison",
+        }
+    )?;
+    Ok(s)
+}
+
+/// Policy D's queueing-delay target.
+pub const D_TARGET: Dur = Dur::from_millis(1);
+
+fn overlay_policy_d(dir: &Path) -> Result<String> {
+    let mut s = String::new();
+    writeln!(s, "policy D: split while the smoothed CPU queueing delay < {D_TARGET}")?;
+    for (fig, params) in [
+        ("fig7", WebProxyParams::fig5_7 as fn(PolicyChoice) -> WebProxyParams),
+        ("fig8", WebProxyParams::fig8 as fn(PolicyChoice) -> WebProxyParams),
+    ] {
+        let (c, lc) =
+            web_run(dir, &format!("{fig}-policy-c"), &format!("{fig}: policy C"), &params(PolicyChoice::LowLoad))?;
+        let (d, ld) = web_run(
+            dir,
+            &format!("{fig}-policy-d"),
+            &format!("{fig}: policy D"),
+            &params(PolicyChoice::ShortQueue { target: D_TARGET }),
+        )?;
+        s.push_str(&lc);
+        s.push_str(&ld);
+        let better = |a: &[f64], b: &[f64], p: f64| match (q(a, p), q(b, p)) {
+            (Some(x), Some(y)) => x < y,
+            _ => false,
+        };
+        let all = [0.5, 0.95].iter().all(|&p| better(&d.split, &c.split, p) && better(&d.nonsplit, &c.nonsplit, p));
+        writeln!(
+            s,
+            "{fig}: D beats C (lower median and p95 for split and non-split alike): {}",
+            if all { "yes" } else { "no" }
+        )?;
+    }
+    Ok(s)
+}

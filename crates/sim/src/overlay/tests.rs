@@ -1,0 +1,111 @@
+use headroom_core::units::{Bytes, Dur, Rate, Time};
+
+use super::experiments::{chain, ChainParams, CHAIN_P1, CHAIN_P2, CHAIN_SENDER};
+use super::OverlayWorld;
+
+fn params(loss: [f64; 3], split: bool) -> ChainParams {
+    ChainParams {
+        delay: [Dur::from_millis(5), Dur::from_millis(10), Dur::from_millis(10)],
+        loss,
+        rate: [Rate::from_mbps(20); 3],
+        split,
+        receive_buffer: Bytes(64 * 1024),
+        send_buffer: Bytes(64 * 1024),
+        client_window: Bytes(256 * 1024),
+        queue: 100,
+        per_packet: Dur::from_micros(10),
+        warmup: Dur::ZERO,
+        duration: Dur::from_secs(60),
+        seed: 3,
+    }
+}
+
+#[test]
+fn a_split_transfer_delivers_every_byte_exactly_once_and_in_order() {
+    for split in [true, false] {
+        let size = 3_000_000;
+        let mut w = OverlayWorld::new(chain(&params([0.01, 0.01, 0.02], split), size));
+        w.run_until(Time::ZERO + Dur::from_secs(60));
+        let r = &w.records()[0];
+        assert_eq!(r.received, size, "split {split}");
+        assert_eq!(r.mismatches, 0, "every byte equals the server's byte at its offset");
+        assert!(r.end.is_some() && r.split == split, "{r:?}");
+        let (segments, retransmits, _) = w.sender_counters_at(if split { CHAIN_P2 } else { CHAIN_SENDER });
+        assert!(retransmits > 0 && segments > size / 1460, "losses were repaired locally: {retransmits}");
+        let stats = w.proxy_stats();
+        if split {
+            assert!(stats.iter().all(|s| s.split == 1 && s.served_syn == 2), "{stats:?}");
+        }
+    }
+}
+
+#[test]
+fn a_lossy_upstream_drains_the_send_buffer_and_the_downstream_connection_idles() {
+    // Upstream LAN1 loses 3 %; the WAN connection after P1 can only forward what arrives.
+    let run = |loss_lan1: f64| {
+        let mut p = params([loss_lan1, 0.0, 0.0], true);
+        p.rate = [Rate::from_mbps(50); 3];
+        let mut w = OverlayWorld::new(chain(&p, u64::MAX / 4));
+        w.run_until(Time::ZERO + Dur::from_secs(30));
+        w.sender_idle_at(CHAIN_P1)
+    };
+    let lossy = run(0.03);
+    let clean = run(0.0);
+    // Explanation: each loss on LAN1 stops the in-order delivery into P1's receive buffer for
+    // about one RTT of LAN1 (fast retransmit) or an RTO; P1's send buffer then empties and the
+    // WAN connection has nothing in flight and nothing to send.
+    assert!(lossy > Dur::from_secs(1), "idle {lossy}");
+    assert!(clean < Dur::from_millis(100), "a clean upstream keeps it busy: idle {clean}");
+}
+
+#[test]
+fn a_full_send_buffer_closes_the_upstream_window() {
+    // LAN2 is slow (2 Mbit/s): P2's send buffer fills, then its receive buffer, then P1's.
+    let mut p = params([0.0; 3], true);
+    p.rate = [Rate::from_mbps(50), Rate::from_mbps(50), Rate::from_mbps(2)];
+    let mut w = OverlayWorld::new(chain(&p, u64::MAX / 4));
+    w.run_until(Time::ZERO + Dur::from_secs(20));
+    let acked_at_server = w.sender_acked_at(CHAIN_SENDER);
+    let delivered = w.received(0);
+    let buffers = 2 * (p.receive_buffer.0 + p.send_buffer.0);
+    let held = acked_at_server - delivered;
+    assert!(held <= buffers, "the server got ahead by {held} > {buffers} of proxy buffers");
+    assert!(held > buffers / 2, "the buffers filled: {held}");
+    // The server's rate is the slow segment's, not the fast one's.
+    let rate = acked_at_server as f64 * 8.0 / 20.0;
+    assert!(rate < 2.5e6, "{rate}");
+}
+
+#[test]
+fn a_syn_costs_the_proxy_cpu_ten_packets() {
+    let mut p = params([0.0; 3], true);
+    p.delay = [Dur::ZERO; 3];
+    p.rate = [Rate::from_mbps(1000); 3];
+    p.per_packet = Dur::from_millis(1);
+    let mut w = OverlayWorld::new(chain(&p, 1000));
+    w.run_until(Time::ZERO + Dur::from_secs(1));
+    let r = &w.records()[0];
+    let handshake = r.established.expect("established").saturating_since(r.start);
+    // The client's SYN waits 10 t at P2; links add well under 10 µs.
+    assert!(handshake >= Dur::from_millis(10) && handshake < Dur::from_micros(10_010), "{handshake}");
+    // The whole transfer: the client's SYN at P2 (10 t), then P2's SYN at P1 (10 t), then in
+    // parallel the server's SYN-ACK at P1 and P1's SYN-ACK at P2 (10 t each), then the ACK, the
+    // data segment and the ACK of the server connection at P1 and the data at P2 (1 t each).
+    let delay = r.delay().expect("completed");
+    assert!(delay >= Dur::from_millis(32) && delay < Dur::from_millis(36), "{delay}");
+    let s = &w.proxy_stats()[1];
+    assert_eq!(s.served_syn, 2);
+    assert_eq!(s.busy, Dur::from_millis(10 * s.served_syn + (s.served - s.served_syn)));
+}
+
+#[test]
+fn case_1_in_the_simulator_is_within_25_percent_of_padhye_on_part_of_the_fig3_grid() {
+    // A subset of the grid (the whole grid is `headroom reproduce overlay-fig3`; there the point
+    // P_LAN2 0.001, D_LAN2 100 ms is outside 25 %: see docs/results.md).
+    for (p, d) in [(0.005, 5), (0.02, 20), (0.05, 50), (0.01, 100)] {
+        let x = super::experiments::fig3_point(p, Dur::from_millis(d), Dur::from_secs(60));
+        let dev = x.sim_case1 / x.padhye_case1 - 1.0;
+        assert!(dev.abs() < 0.25, "P_LAN2 {p} D_LAN2 {d} ms: sim {} vs Padhye {}", x.sim_case1, x.padhye_case1);
+        assert!(x.sim_case2 > x.sim_case1, "splitting gains at P_LAN2 {p} D_LAN2 {d} ms");
+    }
+}
