@@ -6,6 +6,7 @@ mod outdir;
 mod plot;
 mod probe;
 mod probe_bench;
+mod proxy;
 mod reproduce;
 mod sim;
 mod testbed;
@@ -39,6 +40,8 @@ enum Cmd {
     ProbeBench(probe_bench::ProbeBenchArgs),
     /// PathQuick and pathChirp train designs: the paper's analytic comparison, or your own.
     Design(probe::DesignArgs),
+    /// Split-TCP proxy (performance-enhancing proxy): relays clients to one upstream.
+    Proxy(proxy::ProxyArgs),
 }
 
 fn main() {
@@ -56,6 +59,7 @@ fn main() {
         Cmd::Serve(a) => probe::run_serve(a),
         Cmd::Design(a) => probe::run_design(a),
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
+        Cmd::Proxy(a) => proxy::run(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");
