@@ -7,6 +7,7 @@ mod plot;
 mod probe;
 mod probe_bench;
 mod proxy;
+mod proxy_bench;
 mod reproduce;
 mod sim;
 mod testbed;
@@ -42,6 +43,8 @@ enum Cmd {
     Design(probe::DesignArgs),
     /// Split-TCP proxy (performance-enhancing proxy): relays clients to one upstream.
     Proxy(proxy::ProxyArgs),
+    /// Benchmark the proxy on loopback against direct TCP: throughput, CPU, latency, memory.
+    ProxyBench(proxy_bench::ProxyBenchArgs),
 }
 
 fn main() {
@@ -60,6 +63,7 @@ fn main() {
         Cmd::Design(a) => probe::run_design(a),
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
         Cmd::Proxy(a) => proxy::run(a),
+        Cmd::ProxyBench(a) => proxy_bench::run(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");
