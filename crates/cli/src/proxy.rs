@@ -7,9 +7,11 @@ use headroom_core::overlay::{
     SourcePrefix, SplitLargeDocuments, SplitPolicy, SplitUsers, SplitWhileLowLoad, UnknownSize,
 };
 use headroom_core::units::{parse_positive, Bytes, Dur, Time};
-use headroom_proxy::{CopyMode, ProxyConfig};
+use headroom_proxy::transparent::{Interception, Selection};
+use headroom_proxy::{CopyMode, ProxyConfig, Transparency};
 use serde_json::json;
 use std::io::Write;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -30,12 +32,28 @@ pub enum PolicyArg {
 
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
-    /// Address to accept clients on, HOST:PORT.
-    #[arg(long)]
-    pub listen: String,
+    /// Address to accept clients on, HOST:PORT (transparent mode: the tproxy port; default
+    /// 0.0.0.0 with a port the kernel picks).
+    #[arg(long, required_unless_present_any = ["transparent", "cleanup"])]
+    pub listen: Option<String>,
     /// The only upstream (the next proxy of a chain, or the server), HOST:PORT.
+    #[arg(long, required_unless_present_any = ["transparent", "cleanup"], conflicts_with = "transparent")]
+    pub to: Option<String>,
+    /// Transparent mode (root, IPv4): intercept TCP routed through this host with nftables
+    /// tproxy and relay each connection to its original destination. Installs its own nftables
+    /// table and policy-routing rule; removes them on exit, error and signal.
     #[arg(long)]
-    pub to: String,
+    pub transparent: bool,
+    /// Transparent mode: connect onward from the client's own address.
+    #[arg(long, requires = "transparent")]
+    pub full: bool,
+    /// Transparent mode: intercept only these destination ports (comma-separated; default all).
+    #[arg(long, value_delimiter = ',', requires = "transparent")]
+    pub ports: Vec<u16>,
+    /// Remove the nftables tables and routing rules of crashed (killed) transparent proxies in
+    /// this network namespace, then exit.
+    #[arg(long, conflicts_with_all = ["listen", "to", "transparent"])]
+    pub cleanup: bool,
     /// Relay buffer per direction per split connection.
     #[arg(long, default_value = "1MiB", value_parser = parse_positive::<Bytes>)]
     pub buffer: Bytes,
@@ -141,7 +159,7 @@ pub fn build_policy(a: &ProxyArgs) -> anyhow::Result<SplitPolicy> {
 }
 
 /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts later) so that
-/// [`wait_signal`] can take them synchronously.
+/// [`wait_signal`] can take them synchronously (SIGHUP too).
 fn block_signals() -> libc::sigset_t {
     // SAFETY: sigset manipulation on a local set; pthread_sigmask on the calling thread.
     unsafe {
@@ -149,21 +167,53 @@ fn block_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
 }
 
-/// Waits up to `d` for SIGINT/SIGTERM; true if one came.
+/// Waits up to `d` for SIGINT/SIGTERM/SIGHUP; true if one came.
 fn wait_signal(set: &libc::sigset_t, d: Duration) -> bool {
     let ts = libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long };
     // SAFETY: sigtimedwait with a valid set and timespec; no siginfo wanted.
     unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) > 0 }
 }
 
+/// What transparent mode's nftables rule selects, from the policy.
+fn selection(a: &ProxyArgs, policy: &SplitPolicy) -> Selection {
+    let (users, open) = match policy {
+        SplitPolicy::None => (None, false),
+        SplitPolicy::Users(u) => (Some(u.users.iter().map(|p| (p.addr, p.len)).collect()), true),
+        SplitPolicy::LargeDocuments(b) => (None, b.unknown == UnknownSize::Split),
+        _ => (None, true),
+    };
+    Selection { users, ports: a.ports.clone(), open }
+}
+
+/// Removes the interception when dropped (normal exit and error paths).
+struct Installed(Arc<OnceLock<Interception>>);
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        if let Some(i) = self.0.get() {
+            i.remove();
+        }
+    }
+}
+
 pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
-    let listen = headroom_proxy::resolve(&a.listen)?;
-    let to = headroom_proxy::resolve(&a.to)?;
+    if a.cleanup {
+        for t in headroom_proxy::transparent::cleanup_stale()? {
+            println!("removed {t}");
+        }
+        return Ok(());
+    }
+    let listen = headroom_proxy::resolve(a.listen.as_deref().unwrap_or("0.0.0.0:0"))?;
+    let to = match &a.to {
+        Some(t) => headroom_proxy::resolve(t)?,
+        None => "0.0.0.0:0".parse()?,
+    };
     let policy = build_policy(&a)?;
     let sigs = block_signals();
     let _ = headroom_proxy::sock::raise_nofile_limit();
@@ -176,6 +226,19 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     cfg.connect_timeout = Duration::from_nanos(a.connect_timeout.as_nanos());
     cfg.idle_timeout = a.idle_timeout.map(|d| Duration::from_nanos(d.as_nanos()));
     cfg.threads = a.threads;
+    let installed = Installed(Arc::new(OnceLock::new()));
+    let sel = selection(&a, &policy);
+    if a.transparent {
+        cfg.transparent = Some(if a.full { Transparency::Full } else { Transparency::Destination });
+        let cell = installed.0.clone();
+        cfg.gate = Some(Box::new(move |open| {
+            if let Some(i) = cell.get() {
+                if let Err(e) = i.set_gate(open) {
+                    eprintln!("headroom proxy: gate: {e:#}");
+                }
+            }
+        }));
+    }
     cfg.policy = policy;
     cfg.packet_bytes = a.packet_size.0;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -183,7 +246,13 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         cfg.conn_log = Some(tx);
     }
     let p = headroom_proxy::spawn(cfg)?;
-    eprintln!("headroom proxy: {} -> {} (policy {:?}, {:?})", p.local_addr(), to, a.policy, a.mode);
+    if a.transparent {
+        let i = Interception::install(p.local_addr().port(), &sel)?;
+        eprintln!("headroom proxy: transparent on port {}, nftables table {}", i.port, i.table);
+        let _ = installed.0.set(i);
+    } else {
+        eprintln!("headroom proxy: {} -> {} (policy {:?}, {:?})", p.local_addr(), to, a.policy, a.mode);
+    }
     let start = Instant::now();
     let tick = a.stats.map(|d| Duration::from_nanos(d.as_nanos())).unwrap_or(Duration::from_millis(200));
     let mut next_stats = start + tick;
@@ -210,5 +279,6 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     }
     eprintln!("headroom proxy: stopping; {}", p.stats().to_json());
     p.stop();
+    drop(installed);
     Ok(())
 }

@@ -28,6 +28,7 @@ pub mod policy;
 pub mod relay;
 pub mod sock;
 pub mod stats;
+pub mod transparent;
 
 pub use relay::CopyMode;
 pub use stats::{ConnRecord, DirCounters, Outcome, Stats};
@@ -47,8 +48,15 @@ use tokio::sync::{mpsc, Semaphore};
 pub struct ProxyConfig {
     /// Address to accept clients on.
     pub listen: SocketAddr,
-    /// The only address connections are forwarded to.
+    /// The only address connections are forwarded to (explicit mode; ignored when transparent).
     pub upstream: SocketAddr,
+    /// Transparent mode: accept connections diverted by nftables `tproxy` (the listener gets
+    /// IP_TRANSPARENT) and connect to each one's original destination. Installing the
+    /// interception is [`transparent::Interception`]'s job.
+    pub transparent: Option<Transparency>,
+    /// Called with "split new connections now?" when policy C's answer changes (transparent
+    /// mode opens or closes its nftables gate with it).
+    pub gate: Option<Box<dyn Fn(bool) + Send + Sync>>,
     /// Relay buffer per direction per split connection, bytes (a pipe in splice mode: the
     /// kernel rounds it up to a power of two pages and caps it at pipe-max-size unless root).
     pub buffer: usize,
@@ -81,6 +89,8 @@ impl ProxyConfig {
         ProxyConfig {
             listen,
             upstream,
+            transparent: None,
+            gate: None,
             buffer: 1 << 20,
             socket_buffer: None,
             mode: CopyMode::Splice,
@@ -94,6 +104,16 @@ impl ProxyConfig {
             conn_log: None,
         }
     }
+}
+
+/// How transparent the transparent mode is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transparency {
+    /// Connect to the original destination from the proxy's own address.
+    Destination,
+    /// Also connect from the client's own address and port number range (IP_TRANSPARENT on
+    /// the upstream socket): the server sees the client. Replies must route through the proxy.
+    Full,
 }
 
 /// The one-page relay buffer of a connection that is not split (coupled relaying).
@@ -146,9 +166,9 @@ pub fn spawn(mut cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let listener = rt.block_on(async { bind_listener(cfg.listen) })?;
+    let listener = rt.block_on(async { bind_listener(cfg.listen, cfg.transparent.is_some()) })?;
     let local = listener.local_addr()?;
-    if would_loop(local, cfg.upstream) {
+    if cfg.transparent.is_none() && would_loop(local, cfg.upstream) {
         bail!("upstream {} is the proxy's own listening address: it would relay to itself", cfg.upstream);
     }
     let stats = Arc::new(Stats::default());
@@ -180,9 +200,12 @@ fn would_loop(local: SocketAddr, upstream: SocketAddr) -> bool {
         || (local.ip().is_unspecified() && (upstream.ip().is_loopback() || upstream.ip().is_unspecified()))
 }
 
-fn bind_listener(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+fn bind_listener(addr: SocketAddr, transparent: bool) -> anyhow::Result<TcpListener> {
     let s = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
     s.set_reuseaddr(true)?;
+    if transparent {
+        sock::set_transparent(&s).context("IP_TRANSPARENT (needs CAP_NET_ADMIN)")?;
+    }
     s.bind(addr).with_context(|| format!("binding {addr}"))?;
     Ok(s.listen(4096)?)
 }
@@ -214,12 +237,25 @@ async fn accept_loop(listener: TcpListener, cfg: Arc<ProxyConfig>, stats: Arc<St
     {
         // Feed relayed bytes to the policy as packets (policy C's SampleLoad).
         let (driver, stats) = (driver.clone(), stats.clone());
+        let cfg = cfg.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(policy::TICK);
+            let mut gate_open = None;
             loop {
                 tick.tick().await;
                 let total = stats.bytes_up.load(Relaxed) + stats.bytes_down.load(Relaxed);
-                driver.lock().expect("policy lock").feed_bytes(Instant::now(), total);
+                let open = {
+                    let mut d = driver.lock().expect("policy lock");
+                    d.feed_bytes(Instant::now(), total);
+                    d.would_split(Instant::now())
+                };
+                if gate_open != Some(open) {
+                    gate_open = Some(open);
+                    if cfg.gate.is_some() {
+                        let cfg = cfg.clone();
+                        let _ = tokio::task::spawn_blocking(move || (cfg.gate.as_ref().expect("checked"))(open)).await;
+                    }
+                }
             }
         });
     }
@@ -276,7 +312,16 @@ async fn accept_loop(listener: TcpListener, cfg: Arc<ProxyConfig>, stats: Arc<St
             drop(client);
             continue;
         };
-        let split = driver.lock().expect("policy lock").on_new_connection(now, peer.ip()).is_split();
+        let split = {
+            let mut d = driver.lock().expect("policy lock");
+            if cfg.transparent.is_some() {
+                // nftables already chose: only selected connections reach the proxy.
+                d.on_syn(now);
+                true
+            } else {
+                d.on_new_connection(now, peer.ip()).is_split()
+            }
+        };
         next_id += 1;
         let id = next_id;
         let (cfg, stats, rec_tx, driver) = (cfg.clone(), stats.clone(), rec_tx.clone(), driver.clone());
@@ -291,12 +336,21 @@ async fn accept_loop(listener: TcpListener, cfg: Arc<ProxyConfig>, stats: Arc<St
     }
 }
 
-async fn connect_upstream(cfg: &ProxyConfig, split: bool) -> std::io::Result<TcpStream> {
-    let s = if cfg.upstream.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+async fn connect_upstream(
+    cfg: &ProxyConfig,
+    split: bool,
+    to: SocketAddr,
+    from: Option<IpAddr>,
+) -> std::io::Result<TcpStream> {
+    let s = if to.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
     if let (true, Some(b)) = (split, cfg.socket_buffer) {
         sock::set_socket_buffers(&s, b)?;
     }
-    match tokio::time::timeout(cfg.connect_timeout, s.connect(cfg.upstream)).await {
+    if let Some(ip) = from {
+        sock::set_transparent(&s)?;
+        s.bind(SocketAddr::new(ip, 0))?;
+    }
+    match tokio::time::timeout(cfg.connect_timeout, s.connect(to)).await {
         Ok(r) => r,
         Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "upstream connect timed out")),
     }
@@ -313,17 +367,32 @@ async fn serve(
     driver: &Driver,
 ) -> ConnRecord {
     let start = Instant::now();
+    // Transparent: the accepted socket's local address is the original destination.
+    let (to, from) = match cfg.transparent {
+        None => (cfg.upstream, None),
+        Some(t) => {
+            let dst = client.local_addr().unwrap_or(cfg.upstream);
+            (dst, (t == Transparency::Full).then_some(peer.ip()))
+        }
+    };
     let mut rec = ConnRecord {
         id,
         client: peer,
-        upstream: cfg.upstream,
+        upstream: to,
         split,
         outcome: Outcome::Closed,
         duration: Duration::ZERO,
         up: DirCounters::default(),
         down: DirCounters::default(),
     };
-    let upstream = match connect_upstream(cfg, split).await {
+    // A client that addressed the transparent listener itself has no destination to go to.
+    let self_addressed = cfg.transparent.is_some() && to.port() == cfg.listen.port() && cfg.listen.port() != 0;
+    let connected = if self_addressed {
+        Err(std::io::Error::other("connection addressed to the proxy itself"))
+    } else {
+        connect_upstream(cfg, split, to, from).await
+    };
+    let upstream = match connected {
         Ok(u) => u,
         Err(_) => {
             stats.upstream_failed.fetch_add(1, Relaxed);

@@ -48,6 +48,29 @@ impl PolicyDriver {
         self.fed_bytes += packets * self.packet_bytes;
     }
 
+    /// A client's SYN at `now` that nftables already selected (transparent mode).
+    pub fn on_syn(&mut self, now: Instant) {
+        let t = self.time(now);
+        self.policy.on_syn(t);
+    }
+
+    /// Would a connection from an unlisted source with no known size be split now? Policy C's
+    /// answer for transparent mode's gate (A's choice is made by nftables' source set; the
+    /// others do not change with time).
+    pub fn would_split(&mut self, now: Instant) -> bool {
+        let t = self.time(now);
+        match &self.policy {
+            SplitPolicy::Users(_) => true,
+            _ => self
+                .policy
+                .decide(
+                    t,
+                    &ConnectionAttrs { source: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), document_size: None },
+                )
+                .is_split(),
+        }
+    }
+
     /// A SYN-ACK from the upstream (a split connection's second leg opened).
     pub fn on_syn_ack(&mut self, now: Instant) {
         let t = self.time(now);

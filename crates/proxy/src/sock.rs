@@ -22,6 +22,13 @@ pub fn set_reset_on_close(s: &impl AsRawFd) -> io::Result<()> {
     setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &l)
 }
 
+/// IP_TRANSPARENT: a listener accepts connections to any address diverted by `tproxy`; an
+/// upstream socket may bind a foreign (the client's) address. Needs CAP_NET_ADMIN.
+pub fn set_transparent(s: &impl AsRawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    setsockopt(s.as_raw_fd(), libc::SOL_IP, libc::IP_TRANSPARENT, &one)
+}
+
 /// SO_SNDBUF and SO_RCVBUF (both; the kernel doubles the value and turns autotuning off).
 pub fn set_socket_buffers(s: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     let v = libc::c_int::try_from(bytes).map_err(|_| io::Error::other("socket buffer too large"))?;
@@ -121,14 +128,19 @@ impl Drop for Pipe {
     }
 }
 
-/// Raises RLIMIT_NOFILE's soft limit to its hard limit (each relayed connection holds two
-/// sockets and, while data moves in splice mode, up to four pipe ends). Returns the new limit.
+/// Raises RLIMIT_NOFILE (each relayed connection holds two sockets and, while data moves in
+/// splice mode, up to four pipe ends): to 1,048,576 where permitted (root), else the soft limit
+/// to the hard limit. Returns the new soft limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {
     let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit on a local struct.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
             return Err(io::Error::last_os_error());
+        }
+        let big = libc::rlimit { rlim_cur: 1 << 20, rlim_max: r.rlim_max.max(1 << 20) };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &big) == 0 {
+            return Ok(big.rlim_cur);
         }
         r.rlim_cur = r.rlim_max;
         if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
