@@ -6,6 +6,8 @@ mod outdir;
 mod plot;
 mod probe;
 mod probe_bench;
+mod proxy;
+mod proxy_bench;
 mod reproduce;
 mod sim;
 mod testbed;
@@ -39,6 +41,10 @@ enum Cmd {
     ProbeBench(probe_bench::ProbeBenchArgs),
     /// PathQuick and pathChirp train designs: the paper's analytic comparison, or your own.
     Design(probe::DesignArgs),
+    /// Split-TCP proxy (performance-enhancing proxy): relays clients to one upstream.
+    Proxy(proxy::ProxyArgs),
+    /// Benchmark the proxy on loopback against direct TCP: throughput, CPU, latency, memory.
+    ProxyBench(proxy_bench::ProxyBenchArgs),
 }
 
 fn main() {
@@ -56,6 +62,8 @@ fn main() {
         Cmd::Serve(a) => probe::run_serve(a),
         Cmd::Design(a) => probe::run_design(a),
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
+        Cmd::Proxy(a) => proxy::run(a),
+        Cmd::ProxyBench(a) => proxy_bench::run(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");

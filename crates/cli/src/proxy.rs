@@ -1,0 +1,284 @@
+//! `headroom proxy`: the split-TCP proxy (`headroom_proxy`), with the split policies of
+//! `headroom_core::overlay`.
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use headroom_core::overlay::{
+    SourcePrefix, SplitLargeDocuments, SplitPolicy, SplitUsers, SplitWhileLowLoad, UnknownSize,
+};
+use headroom_core::units::{parse_positive, Bytes, Dur, Time};
+use headroom_proxy::transparent::{Interception, Selection};
+use headroom_proxy::{CopyMode, ProxyConfig, Transparency};
+use serde_json::json;
+use std::io::Write;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    /// Split every connection.
+    All,
+    /// Split no connection.
+    None,
+    /// Policy A: split connections from the --users prefixes only.
+    A,
+    /// Policy B: split documents of at least --threshold bytes. A proxy never knows the size
+    /// when a connection starts, so this follows --unknown-size for every connection.
+    B,
+    /// Policy C: split while the load estimate L(T) (relayed packets per second, a SYN counts
+    /// 10, EWMA 7/8) is below --utilisation / --per-packet.
+    C,
+}
+
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// Address to accept clients on, HOST:PORT (transparent mode: the tproxy port; default
+    /// 0.0.0.0 with a port the kernel picks).
+    #[arg(long, required_unless_present_any = ["transparent", "cleanup"])]
+    pub listen: Option<String>,
+    /// The only upstream (the next proxy of a chain, or the server), HOST:PORT.
+    #[arg(long, required_unless_present_any = ["transparent", "cleanup"], conflicts_with = "transparent")]
+    pub to: Option<String>,
+    /// Transparent mode (root, IPv4): intercept TCP routed through this host with nftables
+    /// tproxy and relay each connection to its original destination. Installs its own nftables
+    /// table and policy-routing rule; removes them on exit, error and signal.
+    #[arg(long)]
+    pub transparent: bool,
+    /// Transparent mode: connect onward from the client's own address.
+    #[arg(long, requires = "transparent")]
+    pub full: bool,
+    /// Transparent mode: intercept only these destination ports (comma-separated; default all).
+    #[arg(long, value_delimiter = ',', requires = "transparent")]
+    pub ports: Vec<u16>,
+    /// Remove the nftables tables and routing rules of crashed (killed) transparent proxies in
+    /// this network namespace, then exit.
+    #[arg(long, conflicts_with_all = ["listen", "to", "transparent"])]
+    pub cleanup: bool,
+    /// Relay buffer per direction per split connection.
+    #[arg(long, default_value = "1MiB", value_parser = parse_positive::<Bytes>)]
+    pub buffer: Bytes,
+    /// SO_SNDBUF/SO_RCVBUF on both legs of split connections (default: kernel autotuning).
+    #[arg(long, value_parser = parse_positive::<Bytes>)]
+    pub socket_buffer: Option<Bytes>,
+    /// splice (zero-copy through a pipe) or copy (through user space).
+    #[arg(long, default_value = "splice", value_parser = |s: &str| s.parse::<CopyMode>())]
+    pub mode: CopyMode,
+    /// Most connections relayed at once; at the cap the proxy stops accepting and clients wait
+    /// in the listen backlog (an explicit proxy cannot bypass).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_conns: usize,
+    /// Most connections relayed at once per client IP address; more are reset at once.
+    #[arg(long, default_value_t = 1_000)]
+    pub max_per_source: usize,
+    /// Upstream connect timeout; a failed connect resets the client.
+    #[arg(long, default_value = "5s", value_parser = parse_positive::<Dur>)]
+    pub connect_timeout: Dur,
+    /// Reset both sides of a connection idle (no byte either way) this long.
+    #[arg(long, value_parser = parse_positive::<Dur>)]
+    pub idle_timeout: Option<Dur>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Split policy.
+    #[arg(long, value_enum, default_value = "all")]
+    pub policy: PolicyArg,
+    /// Policy A: client prefixes to split, comma-separated (10.1.0.0/16,192.0.2.7).
+    #[arg(long, value_delimiter = ',')]
+    pub users: Vec<String>,
+    /// Policy B: the document-size threshold.
+    #[arg(long, default_value = "2000B", value_parser = parse_positive::<Bytes>)]
+    pub threshold: Bytes,
+    /// Policy B: what to do with a connection whose size is unknown (always, in a proxy).
+    #[arg(long, value_enum, default_value = "pass")]
+    pub unknown_size: UnknownArg,
+    /// Policy C: CPU time per data packet t (the load limit is --utilisation / t).
+    #[arg(long, value_parser = parse_positive::<Dur>)]
+    pub per_packet: Option<Dur>,
+    /// Policy C: the utilisation above which C stops splitting.
+    #[arg(long, default_value_t = 0.9)]
+    pub utilisation: f64,
+    /// Bytes counted as one packet for policy C.
+    #[arg(long, default_value = "1448B", value_parser = parse_positive::<Bytes>)]
+    pub packet_size: Bytes,
+    /// Print the counters as one JSON line on stdout every this long.
+    #[arg(long, value_parser = parse_positive::<Dur>)]
+    pub stats: Option<Dur>,
+    /// Print one JSON line per finished connection on stdout.
+    #[arg(long)]
+    pub log_conns: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum UnknownArg {
+    Split,
+    Pass,
+}
+
+fn prefix(s: &str) -> anyhow::Result<SourcePrefix> {
+    let (a, l) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let addr: std::net::IpAddr = a.parse().with_context(|| format!("{s:?}: not an IP address"))?;
+    let len = match l {
+        Some(l) => l.parse::<u8>().with_context(|| format!("{s:?}: bad prefix length"))?,
+        None if addr.is_ipv4() => 32,
+        None => 128,
+    };
+    SourcePrefix::new(addr, len).with_context(|| format!("{s:?}: prefix length too long"))
+}
+
+/// The core policy the arguments name.
+pub fn build_policy(a: &ProxyArgs) -> anyhow::Result<SplitPolicy> {
+    Ok(match a.policy {
+        PolicyArg::All => SplitPolicy::All,
+        PolicyArg::None => SplitPolicy::None,
+        PolicyArg::A => {
+            if a.users.is_empty() {
+                bail!("--policy a needs --users PREFIX[,PREFIX...]");
+            }
+            SplitPolicy::Users(SplitUsers { users: a.users.iter().map(|s| prefix(s)).collect::<anyhow::Result<_>>()? })
+        }
+        PolicyArg::B => SplitPolicy::LargeDocuments(SplitLargeDocuments {
+            threshold: a.threshold,
+            unknown: match a.unknown_size {
+                UnknownArg::Split => UnknownSize::Split,
+                UnknownArg::Pass => UnknownSize::Pass,
+            },
+        }),
+        PolicyArg::C => {
+            let t = a.per_packet.context("--policy c needs --per-packet DURATION (CPU time per packet)")?;
+            if !(a.utilisation > 0.0 && a.utilisation <= 1.0) {
+                bail!("--utilisation must be in (0, 1]");
+            }
+            let mut c = SplitWhileLowLoad::paper(t, Time::ZERO);
+            c.utilisation = a.utilisation;
+            SplitPolicy::LowLoad(c)
+        }
+    })
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (and the threads it starts later) so that
+/// [`wait_signal`] can take them synchronously (SIGHUP too).
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: sigset manipulation on a local set; pthread_sigmask on the calling thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Waits up to `d` for SIGINT/SIGTERM/SIGHUP; true if one came.
+fn wait_signal(set: &libc::sigset_t, d: Duration) -> bool {
+    let ts = libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long };
+    // SAFETY: sigtimedwait with a valid set and timespec; no siginfo wanted.
+    unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) > 0 }
+}
+
+/// What transparent mode's nftables rule selects, from the policy.
+fn selection(a: &ProxyArgs, policy: &SplitPolicy) -> Selection {
+    let (users, open) = match policy {
+        SplitPolicy::None => (None, false),
+        SplitPolicy::Users(u) => (Some(u.users.iter().map(|p| (p.addr, p.len)).collect()), true),
+        SplitPolicy::LargeDocuments(b) => (None, b.unknown == UnknownSize::Split),
+        _ => (None, true),
+    };
+    Selection { users, ports: a.ports.clone(), open }
+}
+
+/// Removes the interception when dropped (normal exit and error paths).
+struct Installed(Arc<OnceLock<Interception>>);
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        if let Some(i) = self.0.get() {
+            i.remove();
+        }
+    }
+}
+
+pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
+    if a.cleanup {
+        for t in headroom_proxy::transparent::cleanup_stale()? {
+            println!("removed {t}");
+        }
+        return Ok(());
+    }
+    let listen = headroom_proxy::resolve(a.listen.as_deref().unwrap_or("0.0.0.0:0"))?;
+    let to = match &a.to {
+        Some(t) => headroom_proxy::resolve(t)?,
+        None => "0.0.0.0:0".parse()?,
+    };
+    let policy = build_policy(&a)?;
+    let sigs = block_signals();
+    let _ = headroom_proxy::sock::raise_nofile_limit();
+    let mut cfg = ProxyConfig::new(listen, to);
+    cfg.buffer = usize::try_from(a.buffer.0).context("--buffer too large")?;
+    cfg.socket_buffer = a.socket_buffer.map(|b| b.0 as usize);
+    cfg.mode = a.mode;
+    cfg.max_conns = a.max_conns;
+    cfg.max_per_source = a.max_per_source;
+    cfg.connect_timeout = Duration::from_nanos(a.connect_timeout.as_nanos());
+    cfg.idle_timeout = a.idle_timeout.map(|d| Duration::from_nanos(d.as_nanos()));
+    cfg.threads = a.threads;
+    let installed = Installed(Arc::new(OnceLock::new()));
+    let sel = selection(&a, &policy);
+    if a.transparent {
+        cfg.transparent = Some(if a.full { Transparency::Full } else { Transparency::Destination });
+        let cell = installed.0.clone();
+        cfg.gate = Some(Box::new(move |open| {
+            if let Some(i) = cell.get() {
+                if let Err(e) = i.set_gate(open) {
+                    eprintln!("headroom proxy: gate: {e:#}");
+                }
+            }
+        }));
+    }
+    cfg.policy = policy;
+    cfg.packet_bytes = a.packet_size.0;
+    let (tx, rx) = std::sync::mpsc::channel();
+    if a.log_conns {
+        cfg.conn_log = Some(tx);
+    }
+    let p = headroom_proxy::spawn(cfg)?;
+    if a.transparent {
+        let i = Interception::install(p.local_addr().port(), &sel)?;
+        eprintln!("headroom proxy: transparent on port {}, nftables table {}", i.port, i.table);
+        let _ = installed.0.set(i);
+    } else {
+        eprintln!("headroom proxy: {} -> {} (policy {:?}, {:?})", p.local_addr(), to, a.policy, a.mode);
+    }
+    let start = Instant::now();
+    let tick = a.stats.map(|d| Duration::from_nanos(d.as_nanos())).unwrap_or(Duration::from_millis(200));
+    let mut next_stats = start + tick;
+    let stdout = std::io::stdout();
+    loop {
+        let now = Instant::now();
+        let wait = next_stats.saturating_duration_since(now).min(Duration::from_millis(200));
+        if wait_signal(&sigs, wait) {
+            break;
+        }
+        let mut out = stdout.lock();
+        for r in rx.try_iter() {
+            writeln!(out, "{}", r.to_json())?;
+        }
+        if a.stats.is_some() && Instant::now() >= next_stats {
+            let mut v = p.stats().to_json();
+            v["t_s"] = json!(start.elapsed().as_secs_f64());
+            v["unix_s"] =
+                json!(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
+            writeln!(out, "{v}")?;
+            next_stats += tick;
+        }
+        out.flush()?;
+    }
+    eprintln!("headroom proxy: stopping; {}", p.stats().to_json());
+    p.stop();
+    drop(installed);
+    Ok(())
+}

@@ -1,0 +1,477 @@
+//! headroom's split-TCP proxy (a performance-enhancing proxy, RFC 3135 §2.1.1 "split
+//! connections"), the real-socket counterpart of the overlay paper's proxy (Maki et al.: a TCP
+//! overlay node terminates the sender's connection and opens its own to the next hop, so each
+//! leg's congestion control sees only its own RTT and loss).
+//!
+//! Each accepted client connection is paired with a connection of the proxy's own to the
+//! upstream (the next proxy of a chain or the server); two [`relay`] directions move bytes
+//! between them:
+//! - every byte once and in order (TCP on each leg; the relay never drops or reorders);
+//! - a FIN on one side becomes a half-close (`shutdown(SHUT_WR)`) on the other, each direction
+//!   independently;
+//! - a reset or error on either side resets the other (SO_LINGER 0 then close);
+//! - an upstream connect that fails or times out resets the client at once.
+//!
+//! Resources are bounded: at most `max_conns` connections are relayed (at the cap the accept
+//! loop pauses and clients wait in the listen backlog — explicit mode has nowhere to bypass
+//! them to), at most `max_per_source` per client address (more are reset at once), an optional
+//! idle timeout, and relay buffers that exist only while data moves.
+//!
+//! Explicit mode forwards only to its configured upstream: the proxy parses nothing from the
+//! client, so no byte can choose a destination (no open proxy).
+//!
+//! This crate is separate from `headroom-net` because it brings in an async runtime (tokio)
+//! that the probe's timing-critical blocking code does not need, and so that the probe builds
+//! and tests without it.
+
+pub mod policy;
+pub mod relay;
+pub mod sock;
+pub mod stats;
+pub mod transparent;
+
+pub use relay::CopyMode;
+pub use stats::{ConnRecord, DirCounters, Outcome, Stats};
+
+use anyhow::{anyhow, bail, Context};
+use headroom_core::overlay::SplitPolicy;
+use policy::PolicyDriver;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+
+/// The proxy's configuration.
+pub struct ProxyConfig {
+    /// Address to accept clients on.
+    pub listen: SocketAddr,
+    /// The only address connections are forwarded to (explicit mode; ignored when transparent).
+    pub upstream: SocketAddr,
+    /// Transparent mode: accept connections diverted by nftables `tproxy` (the listener gets
+    /// IP_TRANSPARENT) and connect to each one's original destination. Installing the
+    /// interception is [`transparent::Interception`]'s job.
+    pub transparent: Option<Transparency>,
+    /// Called with "split new connections now?" when policy C's answer changes (transparent
+    /// mode opens or closes its nftables gate with it).
+    pub gate: Option<Box<dyn Fn(bool) + Send + Sync>>,
+    /// Relay buffer per direction per split connection, bytes (a pipe in splice mode: the
+    /// kernel rounds it up to a power of two pages and caps it at pipe-max-size unless root).
+    pub buffer: usize,
+    /// SO_SNDBUF/SO_RCVBUF on both legs (None: the kernel's autotuning).
+    pub socket_buffer: Option<usize>,
+    pub mode: CopyMode,
+    /// Most connections relayed at once.
+    pub max_conns: usize,
+    /// Most connections relayed at once from one client IP address.
+    pub max_per_source: usize,
+    /// Upstream connect timeout.
+    pub connect_timeout: Duration,
+    /// Reset both sides after this long without a byte either way (None: never).
+    pub idle_timeout: Option<Duration>,
+    /// Worker threads of the runtime.
+    pub threads: usize,
+    /// The split policy: which connections are split (relayed through the full relay buffers)
+    /// and which are passed on (explicit mode: relayed coupled, see [`Stats::bypassed`]).
+    pub policy: SplitPolicy,
+    /// Bytes counted as one packet when feeding relayed bytes to the policy (policy C).
+    pub packet_bytes: u64,
+    /// Send one [`ConnRecord`] per finished connection here.
+    pub conn_log: Option<std::sync::mpsc::Sender<ConnRecord>>,
+}
+
+impl ProxyConfig {
+    /// Defaults: 1 MiB relay buffers, splice, autotuned sockets, 10,000 connections, 1,000 per
+    /// source, 5 s connect timeout, no idle timeout, two threads, split everything.
+    pub fn new(listen: SocketAddr, upstream: SocketAddr) -> ProxyConfig {
+        ProxyConfig {
+            listen,
+            upstream,
+            transparent: None,
+            gate: None,
+            buffer: 1 << 20,
+            socket_buffer: None,
+            mode: CopyMode::Splice,
+            max_conns: 10_000,
+            max_per_source: 1_000,
+            connect_timeout: Duration::from_secs(5),
+            idle_timeout: None,
+            threads: 2,
+            policy: SplitPolicy::All,
+            packet_bytes: 1448,
+            conn_log: None,
+        }
+    }
+}
+
+/// How transparent the transparent mode is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transparency {
+    /// Connect to the original destination from the proxy's own address.
+    Destination,
+    /// Also connect from the client's own address and port number range (IP_TRANSPARENT on
+    /// the upstream socket): the server sees the client. Replies must route through the proxy.
+    Full,
+}
+
+/// The one-page relay buffer of a connection that is not split (coupled relaying).
+const COUPLED_BUFFER: usize = 4096;
+
+/// A running proxy: its runtime lives in a background thread until [`ProxyHandle::stop`] or drop.
+pub struct ProxyHandle {
+    local: SocketAddr,
+    stats: Arc<Stats>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProxyHandle {
+    /// The address the proxy accepts on (the real port when `listen` had port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+    pub fn stats(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+    /// Stops accepting and drops every relayed connection.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+    fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ProxyHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Binds the listening socket and starts relaying in a background runtime.
+pub fn spawn(mut cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
+    if cfg.buffer == 0 || cfg.max_conns == 0 || cfg.max_per_source == 0 || cfg.threads == 0 {
+        bail!("buffer, max connections, max per source and threads must be positive");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.threads)
+        .thread_name("headroom-proxy")
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let listener = rt.block_on(async { bind_listener(cfg.listen, cfg.transparent.is_some()) })?;
+    let local = listener.local_addr()?;
+    if cfg.transparent.is_none() && would_loop(local, cfg.upstream) {
+        bail!("upstream {} is the proxy's own listening address: it would relay to itself", cfg.upstream);
+    }
+    let stats = Arc::new(Stats::default());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let st = stats.clone();
+    let driver = Arc::new(Mutex::new(PolicyDriver::new(
+        std::mem::replace(&mut cfg.policy, SplitPolicy::All),
+        Instant::now(),
+        cfg.packet_bytes,
+    )));
+    let cfg = Arc::new(cfg);
+    let thread = std::thread::Builder::new().name("headroom-proxy-main".into()).spawn(move || {
+        rt.block_on(async move {
+            tokio::select! {
+                _ = accept_loop(listener, cfg, st, driver) => {}
+                _ = stop_rx => {}
+            }
+        });
+        rt.shutdown_timeout(Duration::from_millis(200));
+    })?;
+    Ok(ProxyHandle { local, stats, stop: Some(stop_tx), thread: Some(thread) })
+}
+
+fn would_loop(local: SocketAddr, upstream: SocketAddr) -> bool {
+    if local.port() != upstream.port() {
+        return false;
+    }
+    local.ip() == upstream.ip()
+        || (local.ip().is_unspecified() && (upstream.ip().is_loopback() || upstream.ip().is_unspecified()))
+}
+
+fn bind_listener(addr: SocketAddr, transparent: bool) -> anyhow::Result<TcpListener> {
+    let s = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    s.set_reuseaddr(true)?;
+    if transparent {
+        sock::set_transparent(&s).context("IP_TRANSPARENT (needs CAP_NET_ADMIN)")?;
+    }
+    s.bind(addr).with_context(|| format!("binding {addr}"))?;
+    Ok(s.listen(4096)?)
+}
+
+/// Per-source connection counts.
+type SourceCounts = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// Decrements the source's count when the connection ends.
+struct SourceSlot {
+    counts: SourceCounts,
+    ip: IpAddr,
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut m = self.counts.lock().expect("source counts lock");
+        if let Some(c) = m.get_mut(&self.ip) {
+            *c -= 1;
+            if *c == 0 {
+                m.remove(&self.ip);
+            }
+        }
+    }
+}
+
+type Driver = Arc<Mutex<PolicyDriver>>;
+
+async fn accept_loop(listener: TcpListener, cfg: Arc<ProxyConfig>, stats: Arc<Stats>, driver: Driver) {
+    {
+        // Feed relayed bytes to the policy as packets (policy C's SampleLoad).
+        let (driver, stats) = (driver.clone(), stats.clone());
+        let cfg = cfg.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(policy::TICK);
+            let mut gate_open = None;
+            loop {
+                tick.tick().await;
+                let total = stats.bytes_up.load(Relaxed) + stats.bytes_down.load(Relaxed);
+                let open = {
+                    let mut d = driver.lock().expect("policy lock");
+                    d.feed_bytes(Instant::now(), total);
+                    d.would_split(Instant::now())
+                };
+                if gate_open != Some(open) {
+                    gate_open = Some(open);
+                    if cfg.gate.is_some() {
+                        let cfg = cfg.clone();
+                        let _ = tokio::task::spawn_blocking(move || (cfg.gate.as_ref().expect("checked"))(open)).await;
+                    }
+                }
+            }
+        });
+    }
+    let slots = Arc::new(Semaphore::new(cfg.max_conns));
+    let sources: SourceCounts = Arc::default();
+    let mut next_id = 0u64;
+    // Records go through a channel so that a slow log reader cannot stall connection tasks.
+    let (rec_tx, mut rec_rx) = mpsc::unbounded_channel::<ConnRecord>();
+    if let Some(log) = cfg.conn_log.clone() {
+        tokio::spawn(async move {
+            while let Some(r) = rec_rx.recv().await {
+                if log.send(r).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    loop {
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                stats.cap_pauses.fetch_add(1, Relaxed);
+                match slots.clone().acquire_owned().await {
+                    Ok(p) => p,
+                    Err(_) => return,
+                }
+            }
+        };
+        let (client, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE/ENFILE/ECONNABORTED: back off instead of spinning.
+                if e.raw_os_error() != Some(libc::ECONNABORTED) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                continue;
+            }
+        };
+        stats.accepted.fetch_add(1, Relaxed);
+        let now = Instant::now();
+        let slot = {
+            let mut m = sources.lock().expect("source counts lock");
+            let c = m.entry(peer.ip()).or_insert(0);
+            if *c >= cfg.max_per_source {
+                None
+            } else {
+                *c += 1;
+                Some(SourceSlot { counts: sources.clone(), ip: peer.ip() })
+            }
+        };
+        let Some(slot) = slot else {
+            stats.refused_per_source.fetch_add(1, Relaxed);
+            let _ = sock::set_reset_on_close(&client);
+            drop(client);
+            continue;
+        };
+        let split = {
+            let mut d = driver.lock().expect("policy lock");
+            if cfg.transparent.is_some() {
+                // nftables already chose: only selected connections reach the proxy.
+                d.on_syn(now);
+                true
+            } else {
+                d.on_new_connection(now, peer.ip()).is_split()
+            }
+        };
+        next_id += 1;
+        let id = next_id;
+        let (cfg, stats, rec_tx, driver) = (cfg.clone(), stats.clone(), rec_tx.clone(), driver.clone());
+        tokio::spawn(async move {
+            let rec = serve(client, peer, split, id, &cfg, &stats, &driver).await;
+            drop(slot);
+            drop(permit);
+            if cfg.conn_log.is_some() {
+                let _ = rec_tx.send(rec);
+            }
+        });
+    }
+}
+
+async fn connect_upstream(
+    cfg: &ProxyConfig,
+    split: bool,
+    to: SocketAddr,
+    from: Option<IpAddr>,
+) -> std::io::Result<TcpStream> {
+    let s = if to.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    if let (true, Some(b)) = (split, cfg.socket_buffer) {
+        sock::set_socket_buffers(&s, b)?;
+    }
+    if let Some(ip) = from {
+        sock::set_transparent(&s)?;
+        s.bind(SocketAddr::new(ip, 0))?;
+    }
+    match tokio::time::timeout(cfg.connect_timeout, s.connect(to)).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "upstream connect timed out")),
+    }
+}
+
+/// Relays one client connection to the upstream; returns its record.
+async fn serve(
+    client: TcpStream,
+    peer: SocketAddr,
+    split: bool,
+    id: u64,
+    cfg: &ProxyConfig,
+    stats: &Stats,
+    driver: &Driver,
+) -> ConnRecord {
+    let start = Instant::now();
+    // Transparent: the accepted socket's local address is the original destination.
+    let (to, from) = match cfg.transparent {
+        None => (cfg.upstream, None),
+        Some(t) => {
+            let dst = client.local_addr().unwrap_or(cfg.upstream);
+            (dst, (t == Transparency::Full).then_some(peer.ip()))
+        }
+    };
+    let mut rec = ConnRecord {
+        id,
+        client: peer,
+        upstream: to,
+        split,
+        outcome: Outcome::Closed,
+        duration: Duration::ZERO,
+        up: DirCounters::default(),
+        down: DirCounters::default(),
+    };
+    // A client that addressed the transparent listener itself has no destination to go to.
+    let self_addressed = cfg.transparent.is_some() && to.port() == cfg.listen.port() && cfg.listen.port() != 0;
+    let connected = if self_addressed {
+        Err(std::io::Error::other("connection addressed to the proxy itself"))
+    } else {
+        connect_upstream(cfg, split, to, from).await
+    };
+    let upstream = match connected {
+        Ok(u) => u,
+        Err(_) => {
+            stats.upstream_failed.fetch_add(1, Relaxed);
+            let _ = sock::set_reset_on_close(&client);
+            rec.outcome = Outcome::UpstreamFailed;
+            rec.duration = start.elapsed();
+            return rec;
+        }
+    };
+    if split {
+        driver.lock().expect("policy lock").on_syn_ack(Instant::now());
+    }
+    stats.active.fetch_add(1, Relaxed);
+    if split {
+        stats.split.fetch_add(1, Relaxed);
+    } else {
+        stats.bypassed.fetch_add(1, Relaxed);
+    }
+    if let (true, Some(b)) = (split, cfg.socket_buffer) {
+        let _ = sock::set_socket_buffers(&client, b);
+    }
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let last = AtomicU64::new(0);
+    let buffer = if split { cfg.buffer } else { COUPLED_BUFFER };
+    let up_ctx =
+        relay::DirCtx { stats, global_bytes: &stats.bytes_up, last_activity_ms: &last, start, buffer, mode: cfg.mode };
+    let down_ctx = relay::DirCtx { global_bytes: &stats.bytes_down, ..up_ctx };
+    let (mut up, mut down) = (DirCounters::default(), DirCounters::default());
+    let both = async {
+        tokio::try_join!(
+            relay::relay(&client, &upstream, &up_ctx, &mut up),
+            relay::relay(&upstream, &client, &down_ctx, &mut down)
+        )
+    };
+    let outcome = tokio::select! {
+        r = both => if r.is_ok() { Outcome::Closed } else { Outcome::Reset },
+        _ = idle_watch(cfg.idle_timeout, &last, start) => Outcome::IdleTimeout,
+    };
+    if outcome != Outcome::Closed {
+        // Propagate: the side that reset is gone; the other gets a RST on close.
+        let _ = sock::set_reset_on_close(&client);
+        let _ = sock::set_reset_on_close(&upstream);
+    }
+    match outcome {
+        Outcome::Closed => stats.completed.fetch_add(1, Relaxed),
+        Outcome::IdleTimeout => stats.idle_timeouts.fetch_add(1, Relaxed),
+        _ => stats.resets.fetch_add(1, Relaxed),
+    };
+    stats.upstream_idle_ns.fetch_add(up.starved.as_nanos() as u64, Relaxed);
+    stats.upstream_blocked_ns.fetch_add(up.blocked.as_nanos() as u64, Relaxed);
+    stats.active.fetch_sub(1, Relaxed);
+    rec.outcome = outcome;
+    rec.duration = start.elapsed();
+    rec.up = up;
+    rec.down = down;
+    rec
+}
+
+/// Completes when no byte moved for `timeout`; never when `timeout` is None.
+async fn idle_watch(timeout: Option<Duration>, last_ms: &AtomicU64, start: Instant) {
+    let Some(t) = timeout else {
+        return std::future::pending().await;
+    };
+    loop {
+        let last = start + Duration::from_millis(last_ms.load(Relaxed));
+        let deadline = last + t;
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+}
+
+/// Parses `HOST:PORT` into one socket address (the first the resolver gives).
+pub fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    s.to_socket_addrs()
+        .with_context(|| format!("{s:?} is not HOST:PORT"))?
+        .next()
+        .ok_or_else(|| anyhow!("{s:?} resolves to no address"))
+}

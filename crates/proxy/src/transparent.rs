@@ -1,0 +1,232 @@
+//! Transparent interception: nftables `tproxy` and a policy-routing rule, owned by one proxy.
+//!
+//! On start the proxy installs (in its network namespace)
+//!
+//! ```text
+//! table ip hrproxy_<pid hex>_<rand hex> {
+//!   set users { type ipv4_addr; flags interval; }      # policy A's prefixes
+//!   set gate  { type inet_proto; }                      # holds "tcp" while new connections are split
+//!   chain divert {
+//!     type filter hook prerouting priority mangle; policy accept;
+//!     meta l4proto tcp socket transparent 1 meta mark set MARK accept     # the proxy's own sockets
+//!     meta l4proto tcp ct mark MARK tproxy to :PORT meta mark set MARK accept   # rest of a diverted flow
+//!     [ip saddr @users] [tcp dport {PORTS}] meta l4proto @gate
+//!       tcp flags & (fin|syn|rst|ack) == syn ct mark set MARK tproxy to :PORT meta mark set MARK accept
+//!   }
+//! }
+//! ip rule add fwmark MARK lookup RT priority RT ; ip route add local 0.0.0.0/0 dev lo table RT
+//! ```
+//!
+//! Only SYNs are selected (the conntrack mark then carries the rest of a selected flow, such as
+//! the handshake's last ACK, to the listener), so a connection is split or not for its whole life: one whose SYN
+//! passed while the gate was closed (policy C overloaded, "none", B with unknown sizes passed,
+//! A's non-listed sources) is never intercepted and is forwarded by the kernel untouched; a
+//! split one keeps reaching the proxy's socket through the `socket transparent` rule.
+//!
+//! Before installing anything the proxy records what it will create in
+//! `/run/headroom-proxy/<table>.json` (with its pid, its start time and its network namespace's
+//! inode); it removes the table, rule and route and that file on exit, error and signal.
+//! [`cleanup_stale`] (`headroom proxy --cleanup`) removes what crashed (SIGKILLed) proxies
+//! recorded, and nothing else.
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where proxies record what they installed.
+pub const STATE_ROOT: &str = "/run/headroom-proxy";
+
+/// What one proxy installed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interception {
+    pub table: String,
+    pub mark: u32,
+    pub route_table: u32,
+    pub port: u16,
+    pid: u32,
+    pid_start: u64,
+    /// Inode of the network namespace (`/proc/self/ns/net`).
+    netns_inode: u64,
+}
+
+/// Which new connections the nftables rule diverts.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// Policy A: only these source prefixes (None: any source).
+    pub users: Option<Vec<(IpAddr, u8)>>,
+    /// Only these destination ports (empty: any).
+    pub ports: Vec<u16>,
+    /// Whether the gate starts open (false for "none").
+    pub open: bool,
+}
+
+fn run(argv: &[&str], stdin: Option<&str>) -> Result<String> {
+    let mut c = Command::new(argv[0]);
+    c.args(&argv[1..]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = c.spawn().with_context(|| format!("running {} (install nftables/iproute2)", argv[0]))?;
+    if let Some(s) = stdin {
+        child.stdin.take().context("stdin")?.write_all(s.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("`{}` failed: {}", argv.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn netns_inode(path: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.ino())
+}
+
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut b);
+    }
+    u32::from_ne_bytes(b)
+}
+
+impl Interception {
+    fn state_path(&self) -> PathBuf {
+        Path::new(STATE_ROOT).join(format!("{}.json", self.table))
+    }
+
+    /// Installs the interception for a transparent listener on `port`.
+    pub fn install(port: u16, sel: &Selection) -> Result<Interception> {
+        let pid = std::process::id();
+        let r = random_u32();
+        // Marks and routing tables in 0x4852xxxx / 10000..26383: unlikely to meet another
+        // tool's, and checked against the rules present. The rule's priority is the table
+        // number, which must stay below the main table's rule (32766) to be consulted first.
+        let me = Interception {
+            table: format!("hrproxy_{pid:x}_{:x}", r >> 8),
+            mark: 0x4852_0000 | (r & 0x7fff),
+            route_table: 10_000 + (r & 0x3fff),
+            port,
+            pid,
+            pid_start: process_start_time(pid).context("reading /proc/self/stat")?,
+            netns_inode: netns_inode("/proc/self/ns/net").context("reading /proc/self/ns/net")?,
+        };
+        let rules = run(&["ip", "rule", "show"], None)?;
+        if rules.contains(&format!("lookup {} ", me.route_table)) || rules.contains(&format!("0x{:x}", me.mark)) {
+            bail!("routing table {} or mark 0x{:x} already in use; try again", me.route_table, me.mark);
+        }
+        std::fs::create_dir_all(STATE_ROOT)?;
+        let state = json!({"table": me.table, "mark": me.mark, "route_table": me.route_table, "port": port,
+                           "pid": pid, "pid_start": me.pid_start, "netns_inode": me.netns_inode});
+        std::fs::write(me.state_path(), state.to_string())?;
+        if let Err(e) = me.apply(sel) {
+            me.remove();
+            return Err(e);
+        }
+        Ok(me)
+    }
+
+    fn apply(&self, sel: &Selection) -> Result<()> {
+        let mut m = String::new();
+        if let Some(users) = &sel.users {
+            if !users.iter().any(|(a, _)| a.is_ipv4()) {
+                bail!("transparent mode intercepts IPv4 only: give IPv4 prefixes");
+            }
+            m.push_str("ip saddr @users ");
+        }
+        if !sel.ports.is_empty() {
+            let p: Vec<String> = sel.ports.iter().map(u16::to_string).collect();
+            m.push_str(&format!("tcp dport {{ {} }} ", p.join(", ")));
+        }
+        let users_elems = sel
+            .users
+            .as_ref()
+            .map(|u| {
+                let v: Vec<String> = u.iter().filter(|(a, _)| a.is_ipv4()).map(|(a, l)| format!("{a}/{l}")).collect();
+                format!("add element ip {t} users {{ {} }}\n", v.join(", "), t = self.table)
+            })
+            .unwrap_or_default();
+        let gate = if sel.open { format!("add element ip {} gate {{ tcp }}\n", self.table) } else { String::new() };
+        let script = format!(
+            "add table ip {t}\n\
+             add set ip {t} users {{ type ipv4_addr; flags interval; }}\n\
+             add set ip {t} gate {{ type inet_proto; }}\n\
+             add chain ip {t} divert {{ type filter hook prerouting priority mangle; policy accept; }}\n\
+             add rule ip {t} divert meta l4proto tcp socket transparent 1 meta mark set {mark} accept\n\
+             add rule ip {t} divert meta l4proto tcp ct mark {mark} tproxy to :{port} meta mark set {mark} accept\n\
+             add rule ip {t} divert {m}meta l4proto @gate tcp flags & (fin|syn|rst|ack) == syn ct mark set {mark} tproxy to :{port} meta mark set {mark} accept\n\
+             {users_elems}{gate}",
+            t = self.table,
+            mark = self.mark,
+            port = self.port,
+        );
+        run(&["nft", "-f", "-"], Some(&script))?;
+        let (mark, rt) = (format!("0x{:x}", self.mark), self.route_table.to_string());
+        run(&["ip", "rule", "add", "fwmark", &mark, "lookup", &rt, "priority", &rt], None)?;
+        run(&["ip", "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", &rt], None)?;
+        Ok(())
+    }
+
+    /// Opens or closes the gate: whether new connections are diverted (policy C).
+    pub fn set_gate(&self, open: bool) -> Result<()> {
+        let verb = if open { "add" } else { "delete" };
+        let r = run(&["nft", verb, "element", "ip", &self.table, "gate", "{ tcp }"], None);
+        match r {
+            // Deleting an absent element / adding a present one is not an error here.
+            Err(e) if e.to_string().contains("No such file") || e.to_string().contains("exists") => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
+    /// Removes the table, the rule, the route and the state file (each best effort).
+    pub fn remove(&self) {
+        remove_recorded(&self.table, self.mark, self.route_table);
+        let _ = std::fs::remove_file(self.state_path());
+    }
+}
+
+fn remove_recorded(table: &str, mark: u32, route_table: u32) {
+    let _ = run(&["nft", "delete", "table", "ip", table], None);
+    let (mark, rt) = (format!("0x{mark:x}"), route_table.to_string());
+    let _ = run(&["ip", "rule", "del", "fwmark", &mark, "lookup", &rt, "priority", &rt], None);
+    let _ = run(&["ip", "route", "flush", "table", &rt], None);
+}
+
+/// Removes what crashed proxies recorded in `/run/headroom-proxy` (owner gone, or its pid now
+/// names another process) in this network namespace; returns the tables removed. Records of
+/// other namespaces are left for a cleanup run inside them.
+pub fn cleanup_stale() -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    let Ok(dir) = std::fs::read_dir(STATE_ROOT) else { return Ok(removed) };
+    let here = netns_inode("/proc/self/ns/net");
+    for e in dir.flatten() {
+        let path = e.path();
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+        let (Some(table), Some(mark), Some(rt), Some(pid), Some(start), Some(ns)) = (
+            v["table"].as_str(),
+            v["mark"].as_u64(),
+            v["route_table"].as_u64(),
+            v["pid"].as_u64(),
+            v["pid_start"].as_u64(),
+            v["netns_inode"].as_u64(),
+        ) else {
+            continue;
+        };
+        let alive = process_start_time(pid as u32) == Some(start);
+        if alive || here != Some(ns) {
+            continue;
+        }
+        remove_recorded(table, mark as u32, rt as u32);
+        let _ = std::fs::remove_file(&path);
+        removed.push(table.to_string());
+    }
+    Ok(removed)
+}
