@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod cc;
 mod outdir;
 mod plot;
 mod probe;
@@ -39,6 +40,9 @@ enum Cmd {
     ProbeBench(probe_bench::ProbeBenchArgs),
     /// PathQuick and pathChirp train designs: the paper's analytic comparison, or your own.
     Design(probe::DesignArgs),
+    /// headroom's congestion controllers in the Linux kernel (BECC, TCP-LP, LEDBAT as BPF struct_ops).
+    #[command(subcommand)]
+    Cc(cc::CcCmd),
 }
 
 fn main() {
@@ -56,6 +60,7 @@ fn main() {
         Cmd::Serve(a) => probe::run_serve(a),
         Cmd::Design(a) => probe::run_design(a),
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
+        Cmd::Cc(c) => cc::run(c),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");
