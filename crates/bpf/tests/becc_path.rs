@@ -171,3 +171,30 @@ fn becc_is_reno_when_the_maximum_window_is_below_the_bdp() {
     assert!((1_000_000..2_000_000).contains(&got_reno), "Reno moved {got_reno} bytes");
     assert!((0.97..=1.03).contains(&ratio), "BECC {got_becc} vs Reno {got_reno} bytes");
 }
+
+#[test]
+fn testbed_scenario_flows_select_headroom_kernel_controllers_by_cc() {
+    if !headroom_testbed::testbed_available_for_test() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = std::fs::read_to_string(headroom_bpf::AVAILABLE_SYSCTL).unwrap();
+    let mut text = String::from(
+        "[bottleneck]\nrate = \"30Mbps\"\nbuffer = \"60pkts\"\ndelay = \"5ms\"\n[run]\nduration = \"2s\"\nsample = \"200ms\"\n",
+    );
+    for (i, cc) in ["becc", "lp", "ledbat"].iter().enumerate() {
+        let k = i + 1;
+        text += &format!("[[host]]\nname = \"s{k}\"\nside = \"left\"\n[[host]]\nname = \"r{k}\"\nside = \"right\"\n");
+        text += &format!("[[flow]]\nname = \"{cc}\"\nkind = \"tcp\"\nfrom = \"s{k}\"\nto = \"r{k}\"\ncc = \"{cc}\"\n");
+    }
+    let s = headroom_testbed::Scenario::parse(&text, "inline").unwrap();
+    let out = headroom_testbed::scenario::run(&s, &AtomicBool::new(false)).unwrap();
+    for f in &out.flows {
+        eprintln!("{}: {:.2} Mbit/s; {}", f.name, f.throughput.as_mbps(), f.detail);
+        // The sender ran with the run's registered name (h<pid><n>_<tag>), not a kernel built-in.
+        assert!(f.detail.starts_with("cc h"), "{}: {}", f.name, f.detail);
+        assert!(f.throughput.as_mbps() > 1.0, "{} moved data", f.name);
+    }
+    assert_eq!(out.flows.len(), 3);
+    assert_eq!(std::fs::read_to_string(headroom_bpf::AVAILABLE_SYSCTL).unwrap(), before, "unregistered after the run");
+}
