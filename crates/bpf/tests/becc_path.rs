@@ -2,7 +2,7 @@
 //! the congestion window stays within the bandwidth window BECC computed (read back through the
 //! `becc_view` socket-storage map and TCP_INFO), and with a maximum window below the path's BDP
 //! BECC never sets a bandwidth window and moves what Reno moves.
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,39 +37,12 @@ fn tcp_info(s: &TcpStream) -> libc::tcp_info {
     info
 }
 
-fn set_int(fd: i32, level: i32, opt: i32, v: i32) {
-    let r = unsafe { libc::setsockopt(fd, level, opt, (&v as *const i32).cast(), 4) };
-    assert_eq!(r, 0, "setsockopt {opt}: {}", std::io::Error::last_os_error());
-}
-
-/// A listener whose connections never advertise more than `max_window` bytes: the maximum
-/// window is set with TCP_WINDOW_CLAMP and a receive buffer of the same size (doubled by the
-/// kernel) before listen(), so that it bounds the first window too.
-fn clamped_listener(port: u16, max_window: i32) -> TcpListener {
-    use std::os::fd::FromRawFd;
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0);
-        set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1);
-        set_int(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, max_window);
-        set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, max_window);
-        let mut a: libc::sockaddr_in = std::mem::zeroed();
-        a.sin_family = libc::AF_INET as u16;
-        a.sin_port = port.to_be();
-        let r =
-            libc::bind(fd, (&a as *const libc::sockaddr_in).cast(), std::mem::size_of::<libc::sockaddr_in>() as u32);
-        assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
-        assert_eq!(libc::listen(fd, 8), 0);
-        TcpListener::from_raw_fd(fd)
-    }
-}
-
 /// One bulk transfer of `secs` from s1 to r1 with `cc`; the receiver's window is clamped to
 /// `max_window` bytes. `each` runs every 5 ms on the sending socket. Returns the bytes received
 /// during the `secs` (the connection is then reset, not drained).
-fn transfer(tb: &Testbed, cc: &str, max_window: i32, secs: u64, mut each: impl FnMut(&TcpStream)) -> u64 {
+fn transfer(tb: &Testbed, cc: &str, max_window: u32, secs: u64, mut each: impl FnMut(&TcpStream)) -> u64 {
     let dst: SocketAddr = (tb.host("r1").unwrap().addr, 5201).into();
-    let listener = tb.run_in("r1", move || Ok(clamped_listener(5201, max_window))).unwrap();
+    let listener = tb.run_in("r1", move || traffic::tcp_listen_max_window(5201, max_window)).unwrap();
     let counters = Arc::new(FlowCounters::default());
     let c2 = counters.clone();
     let sink = std::thread::spawn(move || {

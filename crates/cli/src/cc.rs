@@ -16,6 +16,9 @@ pub enum CcCmd {
     Load(LoadArgs),
     /// headroom's controllers (registered or not), headroom's pins and the kernel's list.
     List,
+    /// Measurements (root): per-ACK cost, the BECC paper's figures, background controllers.
+    #[command(subcommand)]
+    Bench(crate::cc_bench::BenchCmd),
     /// Unregister a controller pinned by `headroom cc load --pin`.
     Unload {
         /// The registered name (as `headroom cc list` shows it).
@@ -46,6 +49,7 @@ pub fn run(c: CcCmd) -> Result<()> {
         CcCmd::Load(a) => load(a),
         CcCmd::List => list(),
         CcCmd::Unload { name } => unload(&name),
+        CcCmd::Bench(b) => crate::cc_bench::run(b),
     }
 }
 

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod cc;
+mod cc_bench;
 mod outdir;
 mod plot;
 mod probe;
