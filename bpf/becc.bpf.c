@@ -99,6 +99,7 @@ struct becc {
 };
 
 _Static_assert(sizeof(struct becc) <= 104, "BECC state must fit ICSK_CA_PRIV_SIZE");
+_Static_assert(sizeof(struct becc) == 56, "the size the header comment reports");
 
 /* What user space can read back per socket (bpf_map_lookup_elem with the socket's fd). */
 struct becc_view {

@@ -67,6 +67,7 @@ struct ledbat {
 };
 
 _Static_assert(sizeof(struct ledbat) <= 104, "LEDBAT state must fit ICSK_CA_PRIV_SIZE");
+_Static_assert(sizeof(struct ledbat) == 76, "the size the header comment reports");
 
 static __always_inline struct ledbat *ledbat_of(struct sock *sk)
 {

@@ -63,6 +63,7 @@ struct lp {
 };
 
 _Static_assert(sizeof(struct lp) <= 104, "TCP-LP state must fit ICSK_CA_PRIV_SIZE");
+_Static_assert(sizeof(struct lp) == 40, "the size the header comment reports");
 
 static __always_inline struct lp *lp_of(struct sock *sk)
 {
