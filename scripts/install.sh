@@ -9,6 +9,14 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# The kernel congestion controllers (bpf/, crates/bpf) are compiled with clang against a vmlinux.h
+# made by bpftool from the kernel's BTF, and loaded with libbpf-rs (vendored libbpf: libelf, zlib).
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+command -v bpftool >/dev/null 2>&1 || [ -x /usr/sbin/bpftool ] || need_apt+=(bpftool)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
+[ -f /usr/include/libelf.h ] || need_apt+=(libelf-dev)
+[ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install.sh: needs root to apt-get install: ${need_apt[*]}" >&2

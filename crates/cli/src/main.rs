@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod cc;
+mod cc_bench;
 mod outdir;
 mod plot;
 mod probe;
@@ -45,6 +47,9 @@ enum Cmd {
     Proxy(proxy::ProxyArgs),
     /// Benchmark the proxy on loopback against direct TCP: throughput, CPU, latency, memory.
     ProxyBench(proxy_bench::ProxyBenchArgs),
+    /// headroom's congestion controllers in the Linux kernel (BECC, TCP-LP, LEDBAT as BPF struct_ops).
+    #[command(subcommand)]
+    Cc(cc::CcCmd),
 }
 
 fn main() {
@@ -64,6 +69,7 @@ fn main() {
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
         Cmd::Proxy(a) => proxy::run(a),
         Cmd::ProxyBench(a) => proxy_bench::run(a),
+        Cmd::Cc(c) => cc::run(c),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");

@@ -5,6 +5,7 @@
 //! sampler writes `throughput_bps` for every flow, TCP_INFO metrics for TCP senders, and the
 //! forward bottleneck queue as flow `bottleneck`.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,6 +52,25 @@ fn wait_until(t_ns: u64, stop: &AtomicBool) -> bool {
     true
 }
 
+/// Registers the headroom kernel controllers `s`'s flows name that the kernel lacks; returns
+/// them (held for the run) and the map from the scenario's name to the registered name.
+fn register_kernel_cc(s: &Scenario) -> Result<(Vec<headroom_bpf::Registered>, HashMap<String, String>)> {
+    let mut held = Vec::new();
+    let mut names = HashMap::new();
+    let available = headroom_bpf::available().map_err(|e| anyhow!(e))?;
+    for cc in s.flows.iter().filter_map(|f| f.cc.as_deref()) {
+        let Some(c) = headroom_bpf::Controller::parse(cc) else { continue };
+        if available.iter().any(|a| a == cc) || names.contains_key(cc) {
+            continue;
+        }
+        let name = headroom_bpf::unique_name(c);
+        let opts = headroom_bpf::LoadOptions { name: Some(name.clone()), ..Default::default() };
+        held.push(headroom_bpf::load(c, &opts).map_err(|e| anyhow!("cc = \"{cc}\": {e}"))?);
+        names.insert(cc.to_owned(), name);
+    }
+    Ok((held, names))
+}
+
 /// Runs `s` to completion, or until `interrupt` is set: then the flows stop, the testbed is torn
 /// down and the outcome covers what was measured so far ([`RunOutcome::interrupted_after`]).
 pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
@@ -65,6 +85,9 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
     let mut receivers: Vec<JoinHandle<Result<String>>> = Vec::new();
     let mut senders: Vec<JoinHandle<Result<String>>> = Vec::new();
     let mut counters = Vec::new();
+    // headroom's kernel controllers (becc, lp, ledbat) that a flow names and the kernel does not
+    // have: registered for this run under unique names, unregistered when `_kernel_cc` drops.
+    let (_kernel_cc, cc_names) = register_kernel_cc(s)?;
     for (i, f) in s.flows.iter().enumerate() {
         let name = s.flow_name(i);
         let port = 5001 + i as u16;
@@ -125,7 +148,10 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
         }
         // sender side
         let stop_s = stop.clone();
-        let f2 = f.clone();
+        let mut f2 = f.clone();
+        if let Some(n) = f2.cc.as_ref().and_then(|c| cc_names.get(c)) {
+            f2.cc = Some(n.clone());
+        }
         let rec2 = rec.clone();
         let socks = tcp_sockets.clone();
         let name2 = name.clone();

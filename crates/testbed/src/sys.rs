@@ -141,7 +141,7 @@ fn setsockopt_bytes(fd: RawFd, level: i32, opt: i32, val: &[u8]) -> io::Result<(
     Ok(())
 }
 
-fn setsockopt_int(fd: RawFd, level: i32, opt: i32, val: i32) -> io::Result<()> {
+pub fn setsockopt_int(fd: RawFd, level: i32, opt: i32, val: i32) -> io::Result<()> {
     setsockopt_bytes(fd, level, opt, &val.to_ne_bytes())
 }
 

@@ -332,6 +332,36 @@ pub fn udp_ping(sock: &UdpSocket, dst: SocketAddr, count: u32, interval: Duratio
     Ok(rtts)
 }
 
+/// A TCP listener on `port` whose connections never advertise more than about `max_window`
+/// bytes (a TCP "maximum window" as the 1990s stacks set it with the socket buffer):
+/// TCP_WINDOW_CLAMP and a receive buffer of `max_window` (the kernel doubles it for overhead),
+/// both set before listen() so that they bound the first window too.
+pub fn tcp_listen_max_window(port: u16, max_window: u32) -> Result<TcpListener> {
+    use std::os::fd::FromRawFd;
+    let w = i32::try_from(max_window).context("max window too large")?;
+    // SAFETY: a fresh socket owned by the returned listener; plain socket calls on it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("socket");
+        }
+        let l = TcpListener::from_raw_fd(fd);
+        sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        sys::setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, w)?;
+        if sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, w).is_err() {
+            sys::setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, w)?;
+        }
+        let mut a: libc::sockaddr_in = std::mem::zeroed();
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_port = port.to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::bind(fd, (&a as *const libc::sockaddr_in).cast(), len) != 0 || libc::listen(fd, 16) != 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("listening on port {port}"));
+        }
+        Ok(l)
+    }
+}
+
 /// Opens a TCP connection to `dst` with kernel congestion control `cc`.
 pub fn tcp_connect(dst: SocketAddr, cc: &str) -> Result<TcpStream> {
     // std has no unconnected TcpStream, so TCP_CONGESTION is set right after the handshake,

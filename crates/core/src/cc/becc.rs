@@ -69,7 +69,7 @@
 //!   their arrival time, whether `on_timer` was called on time, late, several times, or not at
 //!   all: the outcome does not depend on the driver's timer accuracy or on the order in which it
 //!   delivers simultaneous events. A port without per-connection timers (a BPF `struct_ops`
-//!   port, planned) could run the same catch-up from the ACK path alone.
+//!   port, `bpf/becc.bpf.c`) runs the same catch-up from the ACK path alone.
 //!
 //! # Integer arithmetic
 //!
@@ -103,6 +103,22 @@
 //! - **Gaps**: a gap of more than 2^20 rate periods (8.7 h at 30 ms) is not replayed tick by
 //!   tick: the first overdue tick runs, then the rate estimate is zeroed (what the skipped empty
 //!   periods would converge to) and the grid jumps forward.
+//!
+//! # The Linux kernel port (`bpf/becc.bpf.c`)
+//!
+//! `headroom cc load becc` registers the same algorithm as a BPF `tcp_congestion_ops`, with the
+//! same constants and integer arithmetic. Where it differs, and why (details in that file's
+//! header):
+//! - the timer grid runs on the socket's own clock (`tp->tcp_mstamp`) from the ACK path only, and
+//!   replays at most 64 ticks per ACK (a BPF loop must be bounded): a longer idle gap (~1.9 s) is
+//!   skipped as this file skips gaps over 2^20 ticks;
+//! - the window is set when Linux enters fast recovery (`set_state(TCP_CA_Recovery)`), the ACK
+//!   before the paper's fourth duplicate ACK (Linux's CA interface has no duplicate-ACK count);
+//! - bytes acknowledged are the advance of `snd_una` (the kernel reports packets);
+//! - the bandwidth window caps `snd_cwnd` itself (a BPF controller cannot set another window), so
+//!   "`snd_swnd > snd_cwnd`" becomes "cwnd below `snd_swnd / mss`" (in this file Reno's cwnd grows
+//!   above the ceiling, as BSD's did);
+//! - state: 56 bytes in `icsk_ca_priv` (two u64 deadlines, nine u32 including `prior_una`, two u8).
 //!
 //! # State size
 //!

@@ -253,6 +253,9 @@ impl Sender {
             in_flight: Bytes(self.snd_max.saturating_sub(self.snd_una)),
             snd_max: self.snd_max,
             mss: Bytes(MSS),
+            // The overlay engine's segments carry no TCP timestamps (no controller here reads
+            // one-way delay).
+            timestamps: None,
         };
         match self.cc.on_ack(&ev) {
             AckAction::None => {}
