@@ -9,6 +9,7 @@ mod probe_bench;
 mod reproduce;
 mod sim;
 mod testbed;
+mod transfer;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -39,6 +40,10 @@ enum Cmd {
     ProbeBench(probe_bench::ProbeBenchArgs),
     /// PathQuick and pathChirp train designs: the paper's analytic comparison, or your own.
     Design(probe::DesignArgs),
+    /// Bulk transfer to a `headroom recv` over the kernel's TCP (optionally measuring the available bandwidth inline).
+    Send(transfer::SendArgs),
+    /// Receive `headroom send` transfers.
+    Recv(transfer::RecvArgs),
 }
 
 fn main() {
@@ -56,6 +61,8 @@ fn main() {
         Cmd::Serve(a) => probe::run_serve(a),
         Cmd::Design(a) => probe::run_design(a),
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
+        Cmd::Send(a) => transfer::run_send(a),
+        Cmd::Recv(a) => transfer::run_recv(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");
