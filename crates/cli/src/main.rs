@@ -7,6 +7,7 @@ mod plot;
 mod probe;
 mod probe_bench;
 mod reproduce;
+mod send_bench;
 mod sim;
 mod testbed;
 mod transfer;
@@ -44,6 +45,8 @@ enum Cmd {
     Send(transfer::SendArgs),
     /// Receive `headroom send` transfers.
     Recv(transfer::RecvArgs),
+    /// Benchmark `headroom send` on the testbed (root): measurement accuracy, integrity through loss.
+    SendBench(send_bench::SendBenchArgs),
 }
 
 fn main() {
@@ -63,6 +66,7 @@ fn main() {
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
         Cmd::Send(a) => transfer::run_send(a),
         Cmd::Recv(a) => transfer::run_recv(a),
+        Cmd::SendBench(a) => send_bench::run_send_bench(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");
