@@ -4,6 +4,7 @@
 //! way: `scenario` → core; `build` → `scenario`, `probe`; `world` → `build`.)
 
 use headroom_core::cc::becc::Becc;
+use headroom_core::cc::imtcp_bg::{ImtcpBackground, ImtcpBg};
 use headroom_core::cc::reno::{Recovery, Reno, RenoConfig};
 use headroom_core::cc::CongestionControl;
 use headroom_core::units::{Dur, Time};
@@ -18,6 +19,8 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::NewReno => Box::new(Reno::newreno(cfg)),
         CcKind::Becc => Box::new(Becc::with_paper_constants(Recovery::Reno, cfg)),
         CcKind::BeccNewReno => Box::new(Becc::with_paper_constants(Recovery::NewReno, cfg)),
+        CcKind::ImtcpBg(c) => Box::new(ImtcpBg::new(c, cfg)),
+        CcKind::ImtcpBackground(c) => Box::new(ImtcpBackground::new(c, cfg)),
     }
 }
 

@@ -75,6 +75,7 @@
 use std::ops::Range;
 
 use headroom_core::abw::{ChirpSpec, EstimatorConfig, QuickSpec, TrainDesign};
+use headroom_core::cc::imtcp_bg::{BackgroundConfig, ImtcpBgConfig, Reduction};
 use headroom_core::imtcp::{ControlConfig, EchoConfig, EchoProber, ImtcpBuffer, MPolicy, StoringRate, StoringTimer};
 use headroom_core::units::{parse_dur, Bytes, Dur, Rate};
 use serde::{Deserialize, Deserializer};
@@ -346,6 +347,14 @@ pub struct WebSpec {
     pub count: u32,
     #[serde(default)]
     pub model: WebModel,
+    /// ImTCP-bg §4's N_web servers: "N_web web servers answer the requests of the clients, who
+    /// send requests so that at most N_web pages download at once". Each server serves one
+    /// client at a time, for the client's page and then its think time; a client ready for a
+    /// page waits (FIFO) for a free server, and its page time runs from its requests (when it
+    /// got a server). So at most `max_pages` pages download at once and the web load grows
+    /// with it. Absent: no servers limit (every client requests when its think time ends).
+    #[serde(default)]
+    pub max_pages: Option<u32>,
     #[serde(default)]
     pub cc: CcKind,
     /// Reno: ns-2's `bugFix_` (see `[[tcp]] recover_guard`).
@@ -540,6 +549,16 @@ impl Scenario {
             known(&w.clients, &format!("web[{i}].clients"))?;
             known(&w.servers, &format!("web[{i}].servers"))?;
             w.model.validate().map_err(|m| err(&w.clients.span(), &format!("web[{i}].model"), m))?;
+            if w.cc.needs_inline_measurement() {
+                return Err(err(
+                    &w.clients.span(),
+                    &format!("web[{i}].cc"),
+                    format!("`{}` needs ImTCP's buffer below the sender: only `[[tcp]]` flows have one", w.cc),
+                ));
+            }
+            if w.max_pages == Some(0) {
+                return Err(err(&w.clients.span(), &format!("web[{i}].max_pages"), "must be at least 1".into()));
+            }
         }
         for (i, p) in self.probe.iter().enumerate() {
             known(&p.from, &format!("probe[{i}].from"))?;
@@ -599,7 +618,7 @@ pub fn rto_preset(name: &str) -> Result<RtoParams, String> {
 }
 
 /// The congestion controllers a scenario can name (`cc = "..."` of `[[tcp]]` and `[[web]]`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum CcKind {
     /// Reno (RFC 5681): a partial ACK ends fast recovery.
     Reno,
@@ -610,11 +629,32 @@ pub enum CcKind {
     Becc,
     /// BECC on NewReno.
     BeccNewReno,
+    /// ImTCP-bg (seed 000 §3) on Reno, over ImTCP's buffer (`[[tcp]]` only).
+    ImtcpBg(ImtcpBgConfig),
+    /// ImTCP's background mode (seed 001 §5.1) on Reno, over ImTCP's buffer (`[[tcp]]` only).
+    ImtcpBackground(BackgroundConfig),
 }
 
 impl CcKind {
     /// Every controller, in the order error messages list them.
-    pub const ALL: [CcKind; 4] = [CcKind::Reno, CcKind::NewReno, CcKind::Becc, CcKind::BeccNewReno];
+    pub const ALL: [CcKind; 6] = [
+        CcKind::Reno,
+        CcKind::NewReno,
+        CcKind::Becc,
+        CcKind::BeccNewReno,
+        CcKind::ImtcpBg(ImtcpBgConfig {
+            gamma: 0.125,
+            delta: 1.5,
+            reduction: Reduction::OncePerRtt,
+            reduction_sets_ssthresh: false,
+        }),
+        CcKind::ImtcpBackground(BackgroundConfig { g: 0.8, gamma: 0.125, stream_len: 35 }),
+    ];
+
+    /// Whether the controller reads ImTCP's measurement (the sender then gets ImTCP's buffer).
+    pub fn needs_inline_measurement(self) -> bool {
+        matches!(self, CcKind::ImtcpBg(_) | CcKind::ImtcpBackground(_))
+    }
 
     /// The name scenario files and reports use.
     pub fn name(self) -> &'static str {
@@ -623,6 +663,8 @@ impl CcKind {
             CcKind::NewReno => "newreno",
             CcKind::Becc => "becc",
             CcKind::BeccNewReno => "becc-newreno",
+            CcKind::ImtcpBg(_) => "imtcp-bg",
+            CcKind::ImtcpBackground(_) => "imtcp-background",
         }
     }
 }
@@ -797,7 +839,7 @@ mod tests {
         }
         assert_eq!("becc-newreno".parse::<CcKind>(), Ok(CcKind::BeccNewReno));
         let e = "Reno".parse::<CcKind>().unwrap_err();
-        assert!(e.contains("`Reno`") && e.contains("reno, newreno, becc, becc-newreno"), "{e}");
+        assert!(e.contains("`Reno`") && e.contains("reno, newreno, becc, becc-newreno, imtcp-bg"), "{e}");
     }
 
     #[test]

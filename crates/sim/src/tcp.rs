@@ -20,7 +20,8 @@
 //! Retransmissions triggered by the controller (fast retransmit, NewReno's partial ACKs) go on
 //! the wire directly and tell the send buffer, which may flush (ImTCP §3.5).
 //! The send buffer ([`SenderBuffer`], owned by the connection) is told the send window
-//! ([`SendBuffer::on_window`]) each time TCP is about to release segments. Passive estimators
+//! ([`SendBuffer::on_window`]) each time TCP is about to release segments; when it is ImTCP's,
+//! each measurement result it finishes goes to the controller ([`CongestionControl::on_estimate`]). Passive estimators
 //! ([`TapState`]) watch the connection's ACKs; they change nothing it sends.
 //!
 //! # Receiver
@@ -207,6 +208,8 @@ pub struct TcpConn {
     wakeup_event: Option<Time>,
     /// Partial ACKs seen in the current fast recovery (RFC 6582's timer rule).
     partial_acks: u32,
+    /// ImTCP measurement results already passed to the controller.
+    estimates_fed: u64,
     // Receiver.
     pub rcv_nxt: u64,
     ooo: BTreeSet<u64>,
@@ -270,6 +273,7 @@ impl TcpConn {
             last_send: Time::ZERO,
             wakeup_event: None,
             partial_acks: 0,
+            estimates_fed: 0,
             rcv_nxt: 0,
             ooo: BTreeSet::new(),
             delack_pending: false,
@@ -403,8 +407,26 @@ impl TcpConn {
         }
         let next = b.next_wakeup();
         self.buffer = buffer;
+        self.feed_estimate(now);
         if let Some(t) = next {
             self.arm_wakeup(net, t.max(now));
+        }
+    }
+
+    /// Passes a measurement that ImTCP's buffer just finished to the controller
+    /// ([`CongestionControl::on_estimate`]): called after the buffer saw an ACK and after it was
+    /// polled, the two places a measurement can end. A measurement ends at most once per such
+    /// event, so the latest result is the new one. Every result is passed, in range or not
+    /// (out of range, the value is the bound ImTCP reports, §3.2.5).
+    fn feed_estimate(&mut self, now: Time) {
+        let SenderBuffer::Imtcp(b) = &self.buffer else { return };
+        let m = b.measurer();
+        let count = m.stats().estimates;
+        if count > self.estimates_fed {
+            self.estimates_fed = count;
+            if let Some(e) = m.last_estimate() {
+                self.cc.on_estimate(now, e.value);
+            }
         }
     }
 
@@ -598,6 +620,7 @@ impl TcpConn {
         if let Some(b) = self.buffer.as_dyn_mut() {
             b.on_ack(&ev);
         }
+        self.feed_estimate(now);
         let action = self.cc.on_ack(&ev);
         if newly > 0 {
             // RFC 6298 (5.3): restart the timer on an ACK of new data; RFC 6582 §3.2 step 4

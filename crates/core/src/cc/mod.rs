@@ -3,7 +3,10 @@
 //! planned), and every controller behind it:
 //!
 //! - [`reno`] — Reno and NewReno (RFC 5681, RFC 6582), with the variants the papers' simulators used;
-//! - [`becc`] — BECC's bandwidth window on Reno (Kugimoto & Amagai 1997).
+//! - [`becc`] — BECC's bandwidth window on Reno (Kugimoto & Amagai 1997);
+//! - [`imtcp_bg`] — ImTCP-bg (Tsugawa et al., seed 000) and ImTCP's background mode (§5.1),
+//!   bounds on Reno's window from ImTCP's measurement, plus [`ImtcpBgLimit`] for drivers that do
+//!   not own the window.
 //!
 //! Each controller is one file here; the planned ones (Vegas, TCP Nice, TCP-LP, LEDBAT, HighSpeed
 //! TCP, Westwood+, CUBIC, ImTCP's background and full-speed modes) land beside them.
@@ -25,7 +28,9 @@
 //! - [`CongestionControl::on_timeout`] when the retransmission timer fires;
 //! - [`CongestionControl::on_timer`] at the instant the controller asked for with
 //!   [`CongestionControl::next_timer`] (BECC's 30 ms and 1.5 s timers);
-//! - [`CongestionControl::on_sent`] for every segment that leaves.
+//! - [`CongestionControl::on_sent`] for every segment that leaves;
+//! - [`CongestionControl::on_estimate`] for every result of the inline measurement below it
+//!   (ImTCP's buffer), when the sender has one.
 //!
 //! and reads the decision back with [`CongestionControl::window`]: send window =
 //! min(receiver window, cwnd, ceiling). A cwnd below one segment (TCP Nice lets it fall to 1/48)
@@ -35,9 +40,11 @@
 //! window go into it and it decides when each one leaves; it sees every ACK's arrival time.
 
 pub mod becc;
+pub mod imtcp_bg;
 pub mod reno;
 
 pub use becc::Becc;
+pub use imtcp_bg::{ImtcpBackground, ImtcpBg, ImtcpBgLimit};
 pub use reno::{Recovery, Reno, RenoConfig, SsthreshRule};
 
 use crate::units::{Bytes, Dur, Rate, Time};
@@ -133,6 +140,10 @@ pub trait CongestionControl {
     fn next_timer(&self) -> Option<Time> {
         None
     }
+    /// A new available-bandwidth measurement result `A` from the inline measurement below the
+    /// sender (ImTCP's buffer), delivered by the sender that owns both as soon as the
+    /// measurement finishes (ImTCP-bg, ImTCP's background mode); others ignore it.
+    fn on_estimate(&mut self, _now: Time, _available: Rate) {}
     /// The current windows.
     fn window(&self) -> Window;
     /// Whether the controller is in fast recovery.
@@ -161,6 +172,9 @@ impl<T: CongestionControl + ?Sized> CongestionControl for Box<T> {
     }
     fn next_timer(&self) -> Option<Time> {
         (**self).next_timer()
+    }
+    fn on_estimate(&mut self, now: Time, available: Rate) {
+        (**self).on_estimate(now, available)
     }
     fn window(&self) -> Window {
         (**self).window()

@@ -161,6 +161,12 @@ impl Reno {
         self.cwnd = cwnd.0.max(1);
     }
 
+    /// Overrides `ssthresh` (for controllers built on Reno that leave slow start on their own
+    /// congestion signal, e.g. ImTCP-bg's queue detection). Never below two segments.
+    pub fn set_ssthresh(&mut self, ssthresh: Bytes) {
+        self.ssthresh = ssthresh.0.max(2 * self.mss);
+    }
+
     fn halve(&self, in_flight: Bytes) -> u64 {
         let base = match self.rule {
             SsthreshRule::FlightSize => in_flight.0,

@@ -8,7 +8,7 @@ use super::{BulkFlow, FlowKind, FlowStats, ProbeFlow, UdpFlow, WebClient, WebGro
 use crate::build::{make_cc, make_prober};
 use crate::net::{Ev, Link, Net, NodeId, QueueLimit};
 use crate::passive::TapState;
-use crate::scenario::{rto_preset, Scenario};
+use crate::scenario::{rto_preset, CcKind, ImtcpSpec, Scenario};
 use crate::tcp::{Owner, SenderBuffer, TcpParams};
 use crate::traffic::UdpSource;
 use headroom_core::rng::Rng;
@@ -129,13 +129,25 @@ impl World {
                     bsd_increase: t.bsd_increase,
                     recover_guard: t.recover_guard,
                 };
-                let cc = make_cc(t.cc, cfg);
+                // The background mode's m·N is one of the buffer's streams: N from its `imtcp` key.
+                let kind = match (t.cc, t.imtcp.as_ref().and_then(|s| s.stream_len)) {
+                    (CcKind::ImtcpBackground(mut c), Some(n)) => {
+                        c.stream_len = n;
+                        CcKind::ImtcpBackground(c)
+                    }
+                    (k, _) => k,
+                };
+                let cc = make_cc(kind, cfg);
                 w.stats[stat as usize].cc_state_bytes = Some(cc.state_size());
                 let bulk_idx = w.bulk.len() as u32;
                 let conn =
                     w.open_conn(src, dst, stat, Owner::Bulk(bulk_idx), params, cc, t.bytes.map_or(u64::MAX, |b| b.0));
                 if let Some(c) = w.conns[conn as usize].as_mut() {
-                    if let Some(spec) = &t.imtcp {
+                    // Controllers that read ImTCP's measurement get its buffer with the paper's
+                    // defaults when the entry has no `imtcp` key.
+                    let default_unit = ImtcpSpec::default();
+                    let spec = t.imtcp.as_ref().or(t.cc.needs_inline_measurement().then_some(&default_unit));
+                    if let Some(spec) = spec {
                         let unit = spec.control_unit(params.delayed_ack).map_err(|e| format!("tcp[{i}].imtcp: {e}"))?;
                         c.buffer = SenderBuffer::Imtcp(Box::new(unit));
                     }
@@ -195,6 +207,9 @@ impl World {
                 recover_guard: ws.recover_guard,
                 params,
                 stop: ws.stop.map_or(end, |d| Time(d.0)),
+                max_pages: ws.max_pages,
+                busy_servers: 0,
+                waiting: std::collections::VecDeque::new(),
             });
             w.stats[stat as usize].start_s = start.as_secs_f64();
             for _ in 0..ws.count {
@@ -203,7 +218,13 @@ impl World {
                 // Desynchronise the clients: each starts after one think time.
                 let first = start + ws.model.think_time(&mut rng);
                 let c = w.clients.len() as u32;
-                w.clients.push(WebClient { group: g, rng, outstanding: 0, page_start: Time::ZERO });
+                w.clients.push(WebClient {
+                    group: g,
+                    rng,
+                    outstanding: 0,
+                    page_start: Time::ZERO,
+                    holds_server: false,
+                });
                 w.net.schedule(first, Ev::WebPage(c));
             }
         }

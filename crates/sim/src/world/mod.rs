@@ -11,6 +11,10 @@
 //! exponential `object_gap` after another when the model sets one. The page's
 //! download time runs from the requests to the last byte of the last object; then the client
 //! thinks again. Connection set-up is the request's one-way trip: SYN/SYN-ACK are not modelled.
+//! With `max_pages` (ImTCP-bg's N_web servers), each of that many servers serves one client at a
+//! time: the client's page, then its think time; then the client queues again (FIFO) and the
+//! server takes the first waiting client. At most `max_pages` pages download at once and the
+//! offered load grows with the number of servers (each alternates a page and a think time).
 //!
 //! Modules: [`build`] builds the world from a scenario, this file runs its event loop, [`report`]
 //! summarises it.
@@ -63,6 +67,12 @@ struct WebGroup {
     recover_guard: bool,
     params: TcpParams,
     stop: Time,
+    /// Servers, each serving one client at a time (seed 000's N_web); `None`: no limit.
+    max_pages: Option<u32>,
+    /// Servers serving a client now (counted only with `max_pages`).
+    busy_servers: u32,
+    /// Clients ready for a page while every server is busy, in arrival order.
+    waiting: std::collections::VecDeque<u32>,
 }
 
 struct ProbeFlow {
@@ -78,6 +88,8 @@ struct WebClient {
     rng: Rng,
     outstanding: u32,
     page_start: Time,
+    /// The client holds one of the group's `max_pages` servers (its page, then its think time).
+    holds_server: bool,
 }
 
 /// One trace row: time, series, metric, value.
@@ -464,7 +476,31 @@ impl World {
         }
     }
 
+    /// A client is ready for its next page (first page, or its think time ended).
     fn web_page(&mut self, c: u32) {
+        let client = &mut self.clients[c as usize];
+        let group = client.group as usize;
+        let g = &mut self.web[group];
+        let Some(limit) = g.max_pages else {
+            self.start_page(c);
+            return;
+        };
+        // Seed 000's N_web servers: the client gives its server back and queues for the next
+        // free one; free servers take the waiting clients in arrival order.
+        if client.holds_server {
+            client.holds_server = false;
+            g.busy_servers -= 1;
+        }
+        g.waiting.push_back(c);
+        while self.web[group].busy_servers < limit {
+            let Some(next) = self.web[group].waiting.pop_front() else { break };
+            self.web[group].busy_servers += 1;
+            self.clients[next as usize].holds_server = true;
+            self.start_page(next);
+        }
+    }
+
+    fn start_page(&mut self, c: u32) {
         let now = self.net.now;
         let client = &mut self.clients[c as usize];
         let g = &self.web[client.group as usize];
