@@ -7,6 +7,14 @@
 //!   error, the error distribution (10/50/90th percentiles of the relative error), the time of
 //!   the first estimate and the estimates per second; beside the simulator's ImTCP (over Reno,
 //!   the simulator has no CUBIC) on the same path (same rate, delay, buffer, cross traffic).
+//! - **background**: the same dumbbell without cross traffic; a foreground `send` with kernel
+//!   CUBIC `s2 → r2` and a background sender `s1 → r1`, for `--seconds` each run: the
+//!   foreground alone, the background alone, then both together, with `send --background`
+//!   (ImTCP-bg's in-flight limit over kernel CUBIC) and with plain kernel CUBIC and Reno as the
+//!   background sender (the harm baseline). Goals: the foreground keeps ≥ 95 % of its
+//!   throughput alone, the background uses ≥ 80 % of what the foreground leaves (the link
+//!   rate minus the foreground's throughput alone... see the summary) and ≥ 85 % of the link
+//!   alone.
 //! - **integrity**: `--integrity-bytes` with `--verify` through a bottleneck that drops
 //!   `--loss` of the packets at random (no rate limit, so loss, not the rate, sets the time):
 //!   mismatches must be zero.
@@ -33,13 +41,14 @@ use headroom_testbed::{Bottleneck, Testbed, Topology};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Part {
     Measure,
+    Background,
     Integrity,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct SendBenchArgs {
     /// Which parts to run (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "measure,integrity")]
+    #[arg(long, value_delimiter = ',', default_value = "measure,background,integrity")]
     pub parts: Vec<Part>,
     /// Bottleneck rate.
     #[arg(long, default_value = "50Mbps", value_parser = parse_positive::<Rate>)]
@@ -93,6 +102,9 @@ pub fn run_send_bench(a: SendBenchArgs) -> Result<()> {
     let mut out = String::new();
     if a.parts.contains(&Part::Measure) {
         out += &measure_part(&a)?;
+    }
+    if a.parts.contains(&Part::Background) {
+        out += &background_part(&a)?;
     }
     if a.parts.contains(&Part::Integrity) {
         out += &integrity_part(&a)?;
@@ -384,5 +396,151 @@ fn integrity_part(a: &SendBenchArgs) -> Result<String> {
         t.mismatched,
         if t.mismatched == 0 && t.payload == rep.bytes { "met" } else { "MISSED" }
     );
+    Ok(s)
+}
+
+/// Which sender a background run uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BgSender {
+    ImtcpBg,
+    Kernel(&'static str),
+}
+
+impl BgSender {
+    fn name(self) -> String {
+        match self {
+            BgSender::ImtcpBg => "send --background (imtcp-bg over cubic)".into(),
+            BgSender::Kernel(cc) => format!("kernel {cc}"),
+        }
+    }
+    fn options(self, a: &SendBenchArgs) -> SendOptions {
+        let mut c = ControlConfig::default();
+        c.measurement.stream_len = a.stream_len;
+        c.measurement.delayed_ack = true;
+        let (cc, mode) = match self {
+            BgSender::ImtcpBg => ("cubic", Mode::Background(Box::new(c), Default::default())),
+            BgSender::Kernel(cc) => (cc, Mode::Bulk),
+        };
+        SendOptions {
+            limit: SendLimit::Time(Duration::from_secs(a.seconds)),
+            interval: None,
+            cc: Some(cc.into()),
+            mode,
+            ..SendOptions::default()
+        }
+    }
+}
+
+/// Starts a transfer from `from` to `to`'s receiver in a thread; returns its join handle.
+fn spawn_send(
+    tb: &Testbed,
+    from: &str,
+    to: &str,
+    opts: SendOptions,
+    realtime: bool,
+) -> Result<std::thread::JoinHandle<Result<TransferReport>>> {
+    let dst = SocketAddr::new(tb.host(to)?.addr.into(), PORT).to_string();
+    tb.spawn_in(from, move || {
+        if realtime && !sys::set_realtime(SENDER_PRIORITY) {
+            eprintln!("warning: no real-time priority for the sender");
+        }
+        send(&dst, &opts, &mut |_| {}).map_err(anyhow::Error::from)
+    })
+}
+
+fn join_send(t: std::thread::JoinHandle<Result<TransferReport>>) -> Result<TransferReport> {
+    match t.join() {
+        Ok(r) => r,
+        Err(_) => bail!("a sender thread panicked"),
+    }
+}
+
+fn background_part(a: &SendBenchArgs) -> Result<String> {
+    let buffer = Buffer::parse(&a.buffer).map_err(|e| anyhow::anyhow!("--buffer: {e}"))?;
+    let bottleneck = Bottleneck { rate: Some(a.rate), buffer, ..Bottleneck::new(Some(a.rate), a.delay) };
+    let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
+    eprintln!("testbed {}: {} bottleneck, {} each way, buffer {}", tb.prefix(), a.rate, a.delay, a.buffer);
+    let result = background_on(&tb, a);
+    let down = tb.down();
+    let s = result?;
+    down?;
+    Ok(s)
+}
+
+fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
+    let (s1, t1) = start_receiver(tb, "r1")?;
+    let (s2, t2) = start_receiver(tb, "r2")?;
+    let fg_opts = || SendOptions {
+        limit: SendLimit::Time(Duration::from_secs(a.seconds)),
+        interval: None,
+        cc: Some("cubic".into()),
+        ..SendOptions::default()
+    };
+    let link = a.rate.as_mbps();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "== background: foreground = kernel cubic bulk s2 -> r2, {} s per run, {} bottleneck",
+        a.seconds, a.rate
+    );
+    let fg_alone = join_send(spawn_send(tb, "s2", "r2", fg_opts(), false)?)?.rate.as_mbps();
+    let _ = writeln!(s, "foreground alone: {fg_alone:.2} Mbit/s ({:.1} % of the link)", fg_alone / link * 100.0);
+    let leftover = (link - fg_alone).max(0.0);
+    let _ = writeln!(
+        s,
+        "{:<42} {:>10} {:>8} {:>12} {:>12} {:>14} | goals",
+        "background sender", "bg alone", "% link", "fg with bg", "fg kept %", "bg with fg"
+    );
+    let mut verdicts = Vec::new();
+    for bg in [BgSender::ImtcpBg, BgSender::Kernel("cubic"), BgSender::Kernel("reno")] {
+        let alone = join_send(spawn_send(tb, "s1", "r1", bg.options(a), bg == BgSender::ImtcpBg)?)?;
+        let bt = spawn_send(tb, "s1", "r1", bg.options(a), bg == BgSender::ImtcpBg)?;
+        let ft = spawn_send(tb, "s2", "r2", fg_opts(), false)?;
+        let fg = join_send(ft)?.rate.as_mbps();
+        let both = join_send(bt)?;
+        let bgr = both.rate.as_mbps();
+        let kept = fg / fg_alone;
+        let used = if leftover > 0.0 { bgr / leftover } else { f64::NAN };
+        let goals = [kept >= 0.95, leftover <= 0.0 || used >= 0.80, alone.rate.as_mbps() >= 0.85 * link];
+        let yes = |b: bool| if b { "met" } else { "MISSED" };
+        let _ = writeln!(
+            s,
+            "{:<42} {:>10.2} {:>7.1}% {:>12.2} {:>11.1}% {:>9.2} ({:>4.0}% of leftover) | fg kept {}, leftover used {}, alone {}",
+            bg.name(),
+            alone.rate.as_mbps(),
+            alone.rate.as_mbps() / link * 100.0,
+            fg,
+            kept * 100.0,
+            bgr,
+            used * 100.0,
+            yes(goals[0]),
+            yes(goals[1]),
+            yes(goals[2])
+        );
+        if let (BgSender::ImtcpBg, Some(m)) = (bg, both.measure) {
+            let _ = writeln!(
+                s,
+                "{:<42} with fg: {} estimates, {} Eq. 4 reductions, last limit {} B; alone: {} estimates",
+                "",
+                both.estimates.len(),
+                m.reductions,
+                m.last_limit.unwrap_or(0),
+                alone.estimates.len()
+            );
+        }
+        verdicts.push((bg, goals));
+    }
+    let _ = writeln!(
+        s,
+        "(leftover = link {link:.1} - foreground alone {fg_alone:.2} = {leftover:.2} Mbit/s; kernel cubic and reno are the harm baseline, not held to the goals)"
+    );
+    let ours = verdicts.iter().find(|v| v.0 == BgSender::ImtcpBg).map(|v| v.1.iter().all(|g| *g));
+    let _ = writeln!(
+        s,
+        "goal (issue 15, bulk foreground): send --background keeps the foreground >= 95 %, uses >= 80 % of the leftover and >= 85 % of the link alone: {}\n",
+        if ours == Some(true) { "met" } else { "MISSED" }
+    );
+    stop_all(&s1, vec![t1])?;
+    stop_all(&s2, vec![t2])?;
     Ok(s)
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
+use headroom_core::cc::imtcp_bg::ImtcpBgConfig;
 use headroom_core::imtcp::{ControlConfig, Estimate};
 use headroom_core::units::{Bytes, Dur};
 use headroom_net::transfer::{
@@ -52,6 +53,12 @@ pub struct SendArgs {
     /// ImTCP's inline available-bandwidth measurement on the data (sender side).
     #[arg(long)]
     pub measure: bool,
+    /// Background transfer: ImTCP-bg's limit on bytes in flight (measures inline too).
+    #[arg(long, conflicts_with = "reverse")]
+    pub background: bool,
+    /// ImTCP-bg's δ: reduce when RTT_cur / RTT_min exceeds it (Eq. 3).
+    #[arg(long, default_value_t = 1.5)]
+    pub delta: f64,
     /// Packets per measurement stream (ImTCP's N).
     #[arg(long, default_value_t = 35)]
     pub stream_len: usize,
@@ -127,6 +134,7 @@ fn interval_json(r: &IntervalReport) -> Value {
         "retransmits": r.retransmits,
         "estimates": r.estimates.iter().map(estimate_json).collect::<Vec<_>>(),
         "smoothed_mbps": r.smoothed.map(mbps),
+        "background_limit_bytes": r.limit.map(|b| b.0),
     })
 }
 
@@ -149,6 +157,9 @@ fn interval_text(r: &IntervalReport) -> String {
             r.smoothed.map_or("-".to_string(), |v| format!("{:.2}", mbps(v)))
         );
     }
+    if let Some(l) = r.limit {
+        s += &format!("  limit {} B", l.0);
+    }
     s
 }
 
@@ -167,6 +178,8 @@ pub fn report_json(r: &TransferReport) -> Value {
             "merged_acks": m.tracker.merged_acks,
             "write_stalls": m.write_stalls,
             "parse_errors": m.parse_errors,
+            "background_reductions": m.reductions,
+            "background_limit_bytes": m.last_limit,
         })
     });
     json!({
@@ -253,11 +266,15 @@ pub fn send_options(a: &SendArgs) -> Result<SendOptions> {
         (None, Some(t)) => SendLimit::Time(dur(t)),
         (None, None) => SendLimit::Time(Duration::from_secs(10)),
     };
-    let mode = if a.measure {
-        let mut c = ControlConfig::default();
-        c.measurement.stream_len = a.stream_len;
-        // Linux receivers delay ACKs (every second full segment): ImTCP §3.5.1.
-        c.measurement.delayed_ack = true;
+    let mut c = ControlConfig::default();
+    c.measurement.stream_len = a.stream_len;
+    // Linux receivers delay ACKs (every second full segment): ImTCP §3.5.1.
+    c.measurement.delayed_ack = true;
+    let mode = if a.background {
+        let bg = ImtcpBgConfig { delta: a.delta, ..ImtcpBgConfig::default() };
+        bg.validate().map_err(|e| anyhow!("--delta: {e}"))?;
+        Mode::Background(Box::new(c), bg)
+    } else if a.measure {
         Mode::Measure(Box::new(c))
     } else {
         Mode::Bulk

@@ -14,6 +14,14 @@
 //! is `on_retransmit`. What the kernel does between the write and the wire, and why each piece
 //! stays one packet, is in `docs/transfer.md`.
 //!
+//! **Background** (`--background`): ImTCP-bg's rule ([`ImtcpBgLimit`], Eq. 1–4 of seed 000 over
+//! a shadow Reno window) bounds the bytes outstanding, held pieces included, on top of the
+//! kernel's window: the release condition above uses min(kernel window, limit). Bytes in
+//! flight come from `TCP_INFO` (`bytes_acked` against what was released); `TCP_NOTSENT_LOWAT`
+//! (16 KiB) keeps the kernel's unsent queue short, although pieces are only written when the
+//! window has room anyway. The rule gets every ACK (with its kernel RTT sample) and every
+//! estimate.
+//!
 //! Clock: the driver's [`Time`] is `CLOCK_REALTIME` minus the start, the clock of the
 //! kernel's software timestamps. Waiting: `ppoll` on the socket (an error-queue message wakes
 //! it) until 80 µs before the buffer's next deadline, then a spin; timer slack 1 µs.
@@ -25,12 +33,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use headroom_core::cc::{AckEvent, Segment, SendBuffer};
+use headroom_core::cc::imtcp_bg::ImtcpBgConfig;
+use headroom_core::cc::{AckEvent, ImtcpBgLimit, Segment, SendBuffer};
 use headroom_core::imtcp::{ControlConfig, ControlStats, ImtcpBuffer};
 use headroom_core::units::{Bytes, Dur, Time};
 
 use super::pattern::Source;
-use super::session::{data_error, IntervalReport, Sent, Ticker, TransferError};
+use super::session::{data_error, IntervalReport, Mode, Sent, Ticker, TransferError};
 use super::sock;
 use super::tstamp::{parse_errqueue_msg, ParseError, PieceTracker, TrackerEvent, TrackerStats};
 
@@ -46,6 +55,9 @@ pub struct MeasureStats {
     pub write_stalls: u64,
     /// Error-queue messages that were not readable timestamps.
     pub parse_errors: u64,
+    /// Background mode: Eq. 4 reductions and the last in-flight limit.
+    pub reductions: u64,
+    pub last_limit: Option<u64>,
 }
 
 const SPIN: u64 = 80_000;
@@ -111,10 +123,20 @@ pub(crate) fn transmit(
     time: Option<Duration>,
     stop: &Option<Arc<AtomicBool>>,
     interval: Option<Duration>,
-    cfg: &ControlConfig,
+    mode: &Mode,
     on_interval: &mut dyn FnMut(&IntervalReport),
 ) -> Result<Sent, TransferError> {
     let fd = stream.as_raw_fd();
+    let (cfg, background): (&ControlConfig, Option<ImtcpBgConfig>) = match mode {
+        Mode::Measure(c) => (c, None),
+        Mode::Background(c, bg) => (c, Some(*bg)),
+        Mode::Bulk => return Err(TransferError::Invalid("the measured sender needs --measure or --background".into())),
+    };
+    if background.is_some() {
+        // Keep the kernel's unsent queue short: the limit below decides what is outstanding,
+        // and data parked in the kernel would escape it (it is counted, but not recallable).
+        let _ = sock::setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, 16 * 1024);
+    }
     crate::timing::reduce_timer_slack();
     stream.set_nodelay(true).map_err(TransferError::Io)?;
     let info0 = sock::tcp_info(fd).map_err(TransferError::Io)?;
@@ -130,6 +152,7 @@ pub(crate) fn transmit(
     let epoch = sock::realtime_ns();
     let t0 = Instant::now();
     let mut tracker = PieceTracker::new(epoch, 0);
+    let mut limit = background.map(|c| ImtcpBgLimit::new(c, Bytes(mss as u64), Bytes(info0.cwnd_bytes())));
     let mut stats = MeasureStats { mss, ..MeasureStats::default() };
     let acked_base = info0.bytes_acked;
     let mut ticker = Ticker::new(interval, t0);
@@ -182,6 +205,9 @@ pub(crate) fn transmit(
                     };
                     last_ack = last_ack.max(a.ack);
                     buffer.on_ack(&ev);
+                    if let Some(l) = limit.as_mut() {
+                        l.on_ack(a.at, ev.newly_acked, a.rtt);
+                    }
                 }
             }
         }
@@ -190,6 +216,9 @@ pub(crate) fn transmit(
             buffer.on_retransmit(now);
         }
         while let Some(e) = buffer.poll_estimate() {
+            if let Some(l) = limit.as_mut() {
+                l.on_estimate(e.value);
+            }
             estimates.push(e);
             interval_estimates.push(e);
         }
@@ -197,12 +226,17 @@ pub(crate) fn transmit(
             let mut r = ticker.report(wall, info.bytes_acked.saturating_sub(acked_base), Some(&info));
             r.estimates = std::mem::take(&mut interval_estimates);
             r.smoothed = buffer.smoothed();
+            r.limit = limit.as_ref().map(|l| l.inflight_limit());
             on_interval(&r);
         }
         // 2. TCP's window releases pieces into the ImTCP buffer (held pieces count as in flight).
         let mut window = info.cwnd_bytes();
         if info.snd_wnd > 0 {
             window = window.min(info.snd_wnd as u64);
+        }
+        // Background: ImTCP-bg's limit on bytes in flight, over the kernel's own window.
+        if let Some(l) = &limit {
+            window = window.min(l.inflight_limit().0);
         }
         buffer.on_window(now, Bytes(window));
         let acked = shift + info.bytes_acked.saturating_sub(acked_base);
@@ -265,6 +299,10 @@ pub(crate) fn transmit(
     // Leftover estimates and the last ACKs are not needed for the transfer itself.
     stats.tracker = tracker.stats();
     stats.control = buffer.stats();
+    if let Some(l) = &limit {
+        stats.reductions = l.rule().reductions();
+        stats.last_limit = Some(l.inflight_limit().0);
+    }
     while let Some(e) = buffer.poll_estimate() {
         estimates.push(e);
     }

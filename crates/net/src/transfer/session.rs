@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use headroom_core::cc::imtcp_bg::ImtcpBgConfig;
 use headroom_core::imtcp::{ControlConfig, Estimate};
 use headroom_core::units::{Bytes, Dur, Rate};
 
@@ -37,6 +38,8 @@ pub enum Mode {
     Bulk,
     /// ImTCP's inline measurement (`super::measure`).
     Measure(Box<ControlConfig>),
+    /// Inline measurement and ImTCP-bg's limit on bytes in flight (`super::measure`).
+    Background(Box<ControlConfig>, ImtcpBgConfig),
 }
 
 /// What `headroom send` asks for.
@@ -85,6 +88,8 @@ pub struct IntervalReport {
     /// Measured sender: the estimates finished in this interval and the smoothed `Ā`.
     pub estimates: Vec<Estimate>,
     pub smoothed: Option<Rate>,
+    /// Background sender: ImTCP-bg's in-flight limit at the end of the interval.
+    pub limit: Option<Bytes>,
 }
 
 /// The end of a transfer.
@@ -217,6 +222,7 @@ impl Ticker {
             retransmits: retrans.saturating_sub(self.last_retrans),
             estimates: Vec::new(),
             smoothed: None,
+            limit: None,
         };
         self.last_at = end;
         self.last_bytes = bytes;
@@ -293,8 +299,13 @@ fn validate(opts: &SendOptions) -> Result<(), TransferError> {
     if opts.interval.is_some_and(|i| i < Duration::from_millis(10)) {
         return Err(TransferError::Invalid("--interval must be at least 10 ms".into()));
     }
-    if let Mode::Measure(c) = &opts.mode {
-        ImtcpCheck::check(c)?;
+    match &opts.mode {
+        Mode::Bulk => {}
+        Mode::Measure(c) => ImtcpCheck::check(c)?,
+        Mode::Background(c, bg) => {
+            ImtcpCheck::check(c)?;
+            bg.validate().map_err(|e| TransferError::Invalid(format!("background: {e}")))?;
+        }
     }
     Ok(())
 }
@@ -349,7 +360,7 @@ pub fn send_on(
         }
         Err(e) => return Err(data_error(e)),
     }
-    let _ = stream.set_nodelay(matches!(opts.mode, Mode::Measure(_)));
+    let _ = stream.set_nodelay(opts.mode != Mode::Bulk);
     if opts.reverse {
         let (sink, duration, interrupted) =
             receive(&mut stream, Sink::new(key, opts.verify), &opts.stop, opts.interval, on_interval)?;
@@ -374,9 +385,7 @@ pub fn send_on(
     };
     let out = match &opts.mode {
         Mode::Bulk => transmit(&mut stream, source, time, &opts.stop, opts.interval, on_interval)?,
-        Mode::Measure(cfg) => {
-            super::measure::transmit(&mut stream, source, time, &opts.stop, opts.interval, cfg, on_interval)?
-        }
+        mode => super::measure::transmit(&mut stream, source, time, &opts.stop, opts.interval, mode, on_interval)?,
     };
     let received = read_trailer(&mut stream, &opts.stop)?;
     Ok(sender_report(fd, out, received, opts.verify))
