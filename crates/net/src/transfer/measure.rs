@@ -190,12 +190,16 @@ pub(crate) fn transmit(
             match ev {
                 TrackerEvent::Left { end, at } => buffer.on_segment_left(end, at),
                 TrackerEvent::Ack(a) => {
+                    // A lone tail piece's ACK may have waited for the receiver's delayed-ACK
+                    // timer: its RTT sample would read as queueing (Eq. 3) and inflate the
+                    // storing timer's RTTVAR, so neither gets it.
+                    let rtt = if a.tail && a.pieces == 1 { None } else { a.rtt };
                     let ev = AckEvent {
                         now: a.at,
                         ack: a.ack,
                         newly_acked: Bytes(a.ack.saturating_sub(last_ack)),
                         dup_acks: 0,
-                        rtt: a.rtt,
+                        rtt,
                         srtt,
                         min_rtt: (info.min_rtt > 0).then(|| Dur::from_micros(info.min_rtt as u64)),
                         delivery_rate: None,
@@ -206,7 +210,7 @@ pub(crate) fn transmit(
                     last_ack = last_ack.max(a.ack);
                     buffer.on_ack(&ev);
                     if let Some(l) = limit.as_mut() {
-                        l.on_ack(a.at, ev.newly_acked, a.rtt);
+                        l.on_ack(a.at, ev.newly_acked, rtt);
                     }
                 }
             }

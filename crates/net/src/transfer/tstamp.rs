@@ -151,6 +151,10 @@ pub struct PieceAck {
     pub rtt: Option<Dur>,
     /// Pieces this ACK covered.
     pub pieces: u32,
+    /// No later piece had left when this ACK came: the receiver had nothing to pair the last
+    /// piece with, so its ACK may have waited for the delayed-ACK timer (up to 40 ms on
+    /// Linux) and `rtt` may include that wait.
+    pub tail: bool,
 }
 
 /// What the tracker tells the driver.
@@ -181,6 +185,17 @@ pub struct TrackerStats {
     pub merged_acks: u64,
 }
 
+/// ACK stamps taken as one ACK.
+#[derive(Clone, Copy, Debug)]
+struct AckGroup {
+    end: u64,
+    first_ns: u64,
+    last_ns: u64,
+    pieces: u32,
+    rtt: Option<Dur>,
+    tail: bool,
+}
+
 /// Matches `OPT_ID` keys to the pieces written, and ACK stamps to ACKs (see the module doc).
 /// Times are driver [`Time`]s: `CLOCK_REALTIME` ns minus `epoch_ns`.
 #[derive(Clone, Debug)]
@@ -189,8 +204,8 @@ pub struct PieceTracker {
     /// Stream offset of key 0.
     base: u64,
     pieces: VecDeque<Piece>,
-    /// Open group of ACK stamps: (last piece end, first stamp, last stamp, pieces, rtt of last).
-    group: Option<(u64, u64, u64, u32, Option<Dur>)>,
+    /// Open group of ACK stamps.
+    group: Option<AckGroup>,
     acked: u64,
     out: VecDeque<TrackerEvent>,
     stats: TrackerStats,
@@ -293,31 +308,40 @@ impl PieceTracker {
         }
         let p = last.expect("at least one piece");
         let t = self.time(ns);
+        let tail = !self.pieces.front().is_some_and(|q| q.sent.or(q.sched).is_some_and(|s| s < t));
         let rtt = match (p.sends, p.sent.or(p.sched)) {
             (0 | 1, Some(s)) if t >= s => Some(t.saturating_since(s)),
             _ => None,
         };
         match &mut self.group {
-            Some((gend, _, glast, gn, grtt)) if ns.saturating_sub(*glast) <= ACK_MERGE_NS => {
-                *gend = p.end;
-                *glast = ns;
-                *gn += covered;
-                *grtt = rtt;
+            Some(g) if ns.saturating_sub(g.last_ns) <= ACK_MERGE_NS => {
+                g.end = p.end;
+                g.last_ns = ns;
+                g.pieces += covered;
+                g.rtt = rtt;
+                g.tail = tail;
             }
             _ => {
                 self.close_group();
-                self.group = Some((p.end, ns, ns, covered, rtt));
+                self.group = Some(AckGroup { end: p.end, first_ns: ns, last_ns: ns, pieces: covered, rtt, tail });
             }
         }
     }
 
     fn close_group(&mut self) {
-        if let Some((end, first, _, n, rtt)) = self.group.take() {
-            if n > 1 {
+        if let Some(g) = self.group.take() {
+            if g.pieces > 1 {
                 self.stats.merged_acks += 1;
             }
-            self.acked = end;
-            self.out.push_back(TrackerEvent::Ack(PieceAck { ack: end, at: self.time(first), rtt, pieces: n }));
+            self.acked = g.end;
+            let at = self.time(g.first_ns);
+            self.out.push_back(TrackerEvent::Ack(PieceAck {
+                ack: g.end,
+                at,
+                rtt: g.rtt,
+                pieces: g.pieces,
+                tail: g.tail,
+            }));
         }
     }
 
@@ -325,8 +349,8 @@ impl PieceTracker {
     /// more than [`ACK_MERGE_NS`] after its last stamp), then drains the events.
     pub fn poll(&mut self, now_ns: u64) -> Option<TrackerEvent> {
         if self.out.is_empty() {
-            if let Some((_, _, last, _, _)) = self.group {
-                if now_ns.saturating_sub(last) > ACK_MERGE_NS {
+            if let Some(g) = self.group {
+                if now_ns.saturating_sub(g.last_ns) > ACK_MERGE_NS {
                     self.close_group();
                 }
             }
@@ -411,8 +435,20 @@ mod tests {
             vec![
                 TrackerEvent::Left { end: 1000, at: Time(110) },
                 TrackerEvent::Left { end: 2000, at: Time(300) },
-                TrackerEvent::Ack(PieceAck { ack: 1000, at: Time(20_110), rtt: Some(Dur(20_000)), pieces: 1 }),
-                TrackerEvent::Ack(PieceAck { ack: 2000, at: Time(40_300), rtt: Some(Dur(40_000)), pieces: 1 }),
+                TrackerEvent::Ack(PieceAck {
+                    ack: 1000,
+                    at: Time(20_110),
+                    rtt: Some(Dur(20_000)),
+                    pieces: 1,
+                    tail: false
+                }),
+                TrackerEvent::Ack(PieceAck {
+                    ack: 2000,
+                    at: Time(40_300),
+                    rtt: Some(Dur(40_000)),
+                    pieces: 1,
+                    tail: true
+                }),
             ]
         );
         assert_eq!(t.outstanding(), 1);
@@ -437,8 +473,20 @@ mod tests {
         assert_eq!(
             ev,
             vec![
-                TrackerEvent::Ack(PieceAck { ack: 2000, at: Time(50_000), rtt: Some(Dur(50_300 - 2000)), pieces: 2 }),
-                TrackerEvent::Ack(PieceAck { ack: 4000, at: Time(90_000), rtt: Some(Dur(90_200 - 4000)), pieces: 2 }),
+                TrackerEvent::Ack(PieceAck {
+                    ack: 2000,
+                    at: Time(50_000),
+                    rtt: Some(Dur(50_300 - 2000)),
+                    pieces: 2,
+                    tail: false
+                }),
+                TrackerEvent::Ack(PieceAck {
+                    ack: 4000,
+                    at: Time(90_000),
+                    rtt: Some(Dur(90_200 - 4000)),
+                    pieces: 2,
+                    tail: true
+                }),
             ]
         );
         assert_eq!(t.stats().merged_acks, 2);
