@@ -308,7 +308,7 @@ impl PieceTracker {
         }
         let p = last.expect("at least one piece");
         let t = self.time(ns);
-        let tail = !self.pieces.front().is_some_and(|q| q.sent.or(q.sched).is_some_and(|s| s < t));
+        let tail = self.pieces.front().is_none_or(|q| q.sent.or(q.sched).is_none_or(|s| s >= t));
         let rtt = match (p.sends, p.sent.or(p.sched)) {
             (0 | 1, Some(s)) if t >= s => Some(t.saturating_since(s)),
             _ => None,
