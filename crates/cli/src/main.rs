@@ -11,8 +11,10 @@ mod probe_bench;
 mod proxy;
 mod proxy_bench;
 mod reproduce;
+mod send_bench;
 mod sim;
 mod testbed;
+mod transfer;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -50,6 +52,12 @@ enum Cmd {
     /// headroom's congestion controllers in the Linux kernel (BECC, TCP-LP, LEDBAT as BPF struct_ops).
     #[command(subcommand)]
     Cc(cc::CcCmd),
+    /// Bulk transfer to a `headroom recv` over the kernel's TCP (optionally measuring the available bandwidth inline).
+    Send(transfer::SendArgs),
+    /// Receive `headroom send` transfers.
+    Recv(transfer::RecvArgs),
+    /// Benchmark `headroom send` on the testbed (root): measurement accuracy, integrity through loss.
+    SendBench(send_bench::SendBenchArgs),
 }
 
 fn main() {
@@ -70,6 +78,9 @@ fn main() {
         Cmd::Proxy(a) => proxy::run(a),
         Cmd::ProxyBench(a) => proxy_bench::run(a),
         Cmd::Cc(c) => cc::run(c),
+        Cmd::Send(a) => transfer::run_send(a),
+        Cmd::Recv(a) => transfer::run_recv(a),
+        Cmd::SendBench(a) => send_bench::run_send_bench(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");

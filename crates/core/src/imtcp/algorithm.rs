@@ -466,6 +466,19 @@ impl Measurer {
         }
     }
 
+    /// Packet `j` of stream `key` really left at `at` (a driver that learns the wire time later
+    /// than it handed the packet over, e.g. from a kernel transmit timestamp). Ignored when
+    /// the packet is unknown or `at` is after its recorded arrival.
+    pub fn correct_probe_sent(&mut self, key: StreamKey, j: usize, at: Time) {
+        if let Some(rec) = self.record_mut(key) {
+            if let Some(Some(p)) = j.checked_sub(1).and_then(|i| rec.packets.get_mut(i)) {
+                if p.arrival.is_none_or(|a| at <= a) {
+                    p.sent = at;
+                }
+            }
+        }
+    }
+
     /// The ACK (echo) of packet `j` of stream `key` arrived at `now`.
     pub fn on_probe_arrival(&mut self, key: StreamKey, j: usize, now: Time) {
         if let Some(rec) = self.record_mut(key) {

@@ -333,6 +333,15 @@ impl ImtcpBuffer {
         std::mem::take(&mut self.first_waits)
     }
 
+    /// The segment ending at `end_seq` really left at `at` (a driver over a kernel TCP learns
+    /// the wire time from a transmit timestamp, after `poll_transmit` handed the segment
+    /// over): when it is a probe still awaited, the measurement uses `at` as its send time.
+    pub fn on_segment_left(&mut self, end_seq: u64, at: Time) {
+        if let Some(p) = self.probes.iter().find(|p| p.end_seq == end_seq) {
+            self.measurer.correct_probe_sent(p.key, p.j, at);
+        }
+    }
+
     fn n(&self) -> usize {
         self.cfg.measurement.stream_len
     }
