@@ -6,7 +6,7 @@
 //! probe server ([`headroom_net::Server`], it sends the trains), `r1` the client
 //! ([`headroom_net::estimate_addr`], it timestamps and estimates), `s2 → r2` carries the cross
 //! traffic ([`headroom_testbed::traffic::udp_send`], Poisson, 1000 IP bytes). Everything shares
-//! the bottleneck's tbf (rate 12 Mbit/s, a `--buffer` pfifo) and the delay box.
+//! the bottleneck (an exact link of 12 Mbit/s with a `--buffer` drop-tail queue, in the delay box).
 //!
 //! Per level the cross traffic starts, runs 2 s to reach a steady state, then the two methods
 //! take turns, one single-train estimate each (`repeat = 1`: one handshake, one train), with
@@ -27,15 +27,13 @@
 //! threads and the client's run at SCHED_FIFO priority 6, above the cross-traffic generator (5)
 //! and below the delay box (10), as the testbed does for its own generator.
 //!
-//! **The token bucket's burst.** A tbf lets `burst` bytes through at line rate before it
-//! enforces its rate, which hides the first packets of a PathQuick train above the available
-//! bandwidth and biases the knee upwards (docs/pathquick.md measured it: about
-//! `√(2·burst/ΔP)` packets). A real link has no burst: every packet waits for its own
-//! serialisation. The default `--burst 1600B` is the smallest bucket that still passes a
-//! 1500-byte packet with margin for tbf's rounding of the bucket into time; the testbed's own
-//! default (max(3 MTU, 1 ms at the rate) = 4500 B) is available as `--burst 4500B` to show the
-//! bias.
-
+//! **The link.** The bottleneck is the testbed's exact link (issue 19): the delay box serialises
+//! every packet at the rate, as a real link does. A tbf lets `burst` bytes through at line rate
+//! before it enforces its rate, which hides the first packets of a PathQuick train above the
+//! available bandwidth and biases the knee upwards (docs/pathquick.md measured it: about
+//! `√(2·burst/ΔP)` packets); `--shaper-burst B` puts such a token-bucket shaper (rate = the
+//! link's) in front of the link to show that bias.
+//!
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,7 +47,7 @@ use headroom_core::stats::median;
 use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
-use headroom_testbed::topology::Buffer;
+use headroom_testbed::topology::{Buffer, Shaper};
 use headroom_testbed::traffic::{udp_receive, udp_send, Pattern, UdpGen, GENERATOR_PRIORITY};
 use headroom_testbed::{Bottleneck, Testbed, Topology};
 
@@ -67,9 +65,10 @@ pub struct ProbeBenchArgs {
     /// One-way propagation delay of the bottleneck (each way).
     #[arg(long, default_value = "26ms")]
     pub delay: Dur,
-    /// Token-bucket depth of the bottleneck's tbf (see the module doc).
-    #[arg(long, default_value = "1600B", value_parser = parse_positive::<Bytes>)]
-    pub burst: Bytes,
+    /// Put a token-bucket shaper of this depth (rate = `--rate`) in front of the link (see the
+    /// module doc).
+    #[arg(long, value_parser = parse_positive::<Bytes>)]
+    pub shaper_burst: Option<Bytes>,
     /// Bottleneck buffer (`100pkts` as in the simulated Fig. 6, or bytes such as `150KB`).
     #[arg(long, default_value = "100pkts")]
     pub buffer: String,
@@ -126,15 +125,15 @@ pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
         bail!("every cross-traffic level must be below the bottleneck rate {}", a.rate);
     }
     let buffer = Buffer::parse(&a.buffer).map_err(|e| anyhow::anyhow!("--buffer: {e}"))?;
-    let bottleneck =
-        Bottleneck { rate: Some(a.rate), buffer, burst: Some(a.burst), ..Bottleneck::new(Some(a.rate), a.delay) };
+    let shaper = a.shaper_burst.map(|b| Shaper { rate: a.rate, burst: Some(b) });
+    let bottleneck = Bottleneck { buffer, shaper, ..Bottleneck::new(Some(a.rate), a.delay) };
     let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
     eprintln!(
-        "testbed {}: {} bottleneck, {} each way, tbf burst {} B, buffer {}",
+        "testbed {}: {} exact link, {} each way, {}, buffer {}",
         tb.prefix(),
         a.rate,
         a.delay,
-        a.burst.0,
+        a.shaper_burst.map_or("no shaper".to_string(), |b| format!("tbf shaper burst {} B", b.0)),
         a.buffer
     );
     let result = bench_on(&tb, &a);
