@@ -72,6 +72,10 @@ pub struct ProbeBenchArgs {
     /// Bottleneck buffer (`100pkts` as in the simulated Fig. 6, or bytes such as `150KB`).
     #[arg(long, default_value = "100pkts")]
     pub buffer: String,
+    /// Highest rate to probe; without it both methods find the range themselves
+    /// (`EstimateOptions::auto_range`: PathQuick's coarse + fine trains, one wide chirp).
+    #[arg(long, value_parser = parse_positive::<Rate>)]
+    pub bmax: Option<Rate>,
     /// Pause between two estimates.
     #[arg(long, default_value = "300ms")]
     pub pause: Dur,
@@ -103,8 +107,10 @@ pub struct BenchRow {
     pub decrease_factor: f64,
     pub verdict: &'static str,
     pub value: Option<Rate>,
-    /// START sent → estimate made.
+    /// START sent → estimate made, auto-ranging's coarse trains included.
     pub train_time: Duration,
+    /// Auto-ranging's coarse trains before the answer's train.
+    pub ranging_trains: u32,
     /// The whole call, handshake included.
     pub call_time: Duration,
     pub train_length: Dur,
@@ -209,18 +215,49 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
     let mut rows = Vec::new();
     for _ in 0..a.trains {
         for method in [Method::PathQuick, Method::PathChirp] {
-            let mut opts = EstimateOptions { repeat: 1, ..EstimateOptions::for_method(method) };
+            let defaults = EstimateOptions::for_method(method);
+            let mut opts = EstimateOptions {
+                repeat: 1,
+                b_max: a.bmax.unwrap_or(defaults.b_max),
+                auto_range: a.bmax.is_none(),
+                ..defaults
+            };
             if a.knee_fit {
                 opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
             }
             let realtime = !a.no_realtime;
             let estimator = opts.estimator;
-            let e = tb.run_in("r1", move || {
+            let called = std::time::Instant::now();
+            let e = match tb.run_in("r1", move || {
                 if realtime {
                     sys::set_realtime(PROBE_PRIORITY);
                 }
                 estimate_addr(server, &opts).map_err(anyhow::Error::from)
-            })?;
+            }) {
+                Ok(e) => e,
+                // A failed call (e.g. a train that never arrived) is a failed estimate of the
+                // table, not the end of the benchmark.
+                Err(err) => {
+                    eprintln!("  {} estimate failed: {err:#}", method.name());
+                    for f in DECREASE_FACTORS {
+                        rows.push(BenchRow {
+                            cross,
+                            method,
+                            decrease_factor: f,
+                            verdict: "error",
+                            value: None,
+                            train_time: called.elapsed(),
+                            ranging_trains: 0,
+                            call_time: called.elapsed(),
+                            train_length: Dur::ZERO,
+                            train_bytes: Bytes::ZERO,
+                            lost: 0,
+                            spacing_error_max: Dur::ZERO,
+                        });
+                    }
+                    continue;
+                }
+            };
             let t = e.trains.first().context("no train in the estimate")?;
             // The same train judged with the papers' F and with the ramp's (docs/pathquick.md).
             for f in DECREASE_FACTORS {
@@ -239,7 +276,8 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
                         Outcome::Inconclusive { .. } => None,
                         ref o => o.value(),
                     },
-                    train_time: t.elapsed,
+                    train_time: t.elapsed + e.ranging.iter().map(|r| r.elapsed).sum::<Duration>(),
+                    ranging_trains: e.ranging.len() as u32,
                     call_time: e.elapsed,
                     train_length: e.design.train_length(),
                     train_bytes: e.train_bytes,
@@ -257,11 +295,11 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
 const DECREASE_FACTORS: [f64; 2] = [1.5, RAMP_DECREASE_FACTOR];
 
 fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us\n");
+    let mut s = String::from("cross_mbps,method,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1}",
+            "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{}",
             r.cross.as_mbps(),
             r.method.name(),
             r.decrease_factor,
@@ -272,7 +310,8 @@ fn csv(rows: &[BenchRow]) -> String {
             r.train_length.as_secs_f64() * 1e3,
             r.train_bytes.0,
             r.lost,
-            r.spacing_error_max.as_secs_f64() * 1e6
+            r.spacing_error_max.as_secs_f64() * 1e6,
+            r.ranging_trains
         );
     }
     s
@@ -359,6 +398,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             goals.push((f, cross, qe, qin, [qe.abs() < ce.abs(), qm < cm, qt < ct]));
         }
     }
+    s.push_str(&capacity_goals(a, rows));
     let _ = writeln!(s, "\ngoals (issue 4): PathQuick median error within ±1.5 Mbit/s, every estimate within budget, ahead of pathChirp (its F = 1.5) on error and time");
     let yes = |b: bool| if b { "yes" } else { "no" };
     for (f, cross, qe, qin, [median_better, mae_better, time_better]) in goals {
@@ -374,6 +414,73 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             yes(mae_better),
             yes(time_better)
         );
+    }
+    s
+}
+
+/// Issue 19's goals, per method and level with the default decrease factors (PathQuick's `F` =
+/// [`RAMP_DECREASE_FACTOR`], pathChirp's 1.5): median and 90th percentile of the absolute error
+/// in % of the capacity (an inconclusive train counts as a 100 % error), and every estimate
+/// within train length + RTT + 20 ms, plus one more train length when auto-ranging.
+fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
+    let rtt = a.delay + a.delay;
+    let cap = a.rate.as_mbps();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\ngoals (issue 19), error in % of the {cap} Mbit/s capacity, {}: PathQuick median |error| <= 5 %, p90 <= 10 %, each estimate within train + RTT + 20 ms{}",
+        if a.bmax.is_none() { "auto-ranging (no --bmax)" } else { "fixed range" },
+        if a.bmax.is_none() { " + one train" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "{:>6} {:<10} {:>4} {:>10} {:>8} {:>10} {:>10} {:>9} {:>7}",
+        "cross", "method", "n", "med |e| %", "p90 %", "time med", "budget", "in budget", "goal"
+    );
+    for &cross in &a.levels {
+        let truth = (cap - cross.as_mbps()).max(0.0);
+        for method in [Method::PathQuick, Method::PathChirp] {
+            let f = if method == Method::PathQuick { RAMP_DECREASE_FACTOR } else { DECREASE_FACTORS[0] };
+            let of: Vec<&BenchRow> =
+                rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect();
+            if of.is_empty() {
+                continue;
+            }
+            let errs: Vec<f64> =
+                of.iter().map(|r| r.value.map_or(100.0, |v| 100.0 * (v.as_mbps() - truth).abs() / cap)).collect();
+            let sorted: headroom_core::stats::Sorted = errs.iter().copied().collect();
+            let (med, p90) = (sorted.quantile(0.5).unwrap_or(f64::NAN), sorted.quantile(0.9).unwrap_or(f64::NAN));
+            let budget_of = |r: &BenchRow| {
+                let extra = if r.ranging_trains > 0 { r.train_length } else { Dur::ZERO };
+                (r.train_length + rtt + extra).as_secs_f64() * 1e3 + 20.0
+            };
+            let within = of.iter().filter(|r| r.train_time.as_secs_f64() * 1e3 <= budget_of(r)).count();
+            let times: Vec<f64> = of.iter().map(|r| r.train_time.as_secs_f64() * 1e3).collect();
+            let budgets: Vec<f64> = of.iter().map(|r| budget_of(r)).collect();
+            let met = med <= 5.0 && p90 <= 10.0 && within == of.len();
+            let _ = writeln!(
+                s,
+                "{:>6.1} {:<10} {:>4} {:>10.2} {:>8.2} {:>7.1} ms {:>7.1} ms {:>5}/{:<3} {:>7}",
+                cross.as_mbps(),
+                method.name(),
+                of.len(),
+                med,
+                p90,
+                median(&times).unwrap_or(f64::NAN),
+                median(&budgets).unwrap_or(f64::NAN),
+                within,
+                of.len(),
+                if method == Method::PathQuick {
+                    if met {
+                        "met"
+                    } else {
+                        "MISSED"
+                    }
+                } else {
+                    "-"
+                }
+            );
+        }
     }
     s
 }

@@ -44,6 +44,9 @@ use crate::units::{Bytes, Rate};
 pub const COARSE_PACKETS: u32 = 31;
 /// Coarse trains at most before the fine train.
 pub const MAX_COARSE: u32 = 3;
+/// The lowest top of a fine train: 1 Mbit/s, the bottom of the range (a train topped at
+/// 1 Mbit/s with 1,500-byte packets lasts 1.45 s, under `headroom serve`'s 2 s cap).
+pub const MIN_FINE_TOP: Rate = Rate(1_000_000);
 /// The highest rate auto-ranging probes unless the server caps it lower.
 pub const DEFAULT_TOP: Rate = Rate(500_000_000);
 /// Size increment of the fine train (the paper's).
@@ -120,7 +123,11 @@ impl AutoRange {
                 return Ok(Some(Next::Coarse(self.coarse(last.b_min())?)));
             }
             // Below the lowest coarse train: a fine train over the bottom of the ladder.
-            Outcome::BelowRange { at_most } => Ok(Some(Next::Fine(self.spec(*at_most, FINE_DELTA_P).solve()?))),
+            Outcome::BelowRange { at_most } => {
+                Ok(Some(Next::Fine(self.spec((*at_most).max(MIN_FINE_TOP), FINE_DELTA_P).solve()?)))
+            }
+            // Above a lower coarse train (the one above it read below range): around its top.
+            Outcome::AboveRange { at_least } if self.coarse_done > 1 => fine_at(*at_least),
             Outcome::AboveRange { .. } | Outcome::Inconclusive { .. } => fine_at(self.top),
         };
         self.fine = true;
@@ -180,7 +187,21 @@ mod tests {
         let Some(Next::Coarse(c3)) = p.next(&c2, &below(&c2)).unwrap() else { panic!() };
         assert!(c3.b_min().as_mbps() < 1.0, "the ladder reaches below 1 Mbit/s: {}", c3.b_min());
         let Some(Next::Fine(f)) = p.next(&c3, &below(&c3)).unwrap() else { panic!("no fourth coarse train") };
-        assert!(f.b_max() <= c3.b_min());
+        assert_eq!(f.b_max().as_mbps().round(), 1.0, "the fine train tops at 1 Mbit/s: {}", f.b_max());
+        assert!(f.train_length() < crate::units::Dur::from_secs(2), "{:?}", f.train_length());
+    }
+
+    #[test]
+    fn above_a_lower_coarse_train_the_fine_train_centres_on_its_top() {
+        let mut p = planner();
+        let Next::Coarse(c1) = p.first().unwrap() else { panic!() };
+        let Some(Next::Coarse(c2)) = p.next(&c1, &Outcome::BelowRange { at_most: c1.b_min() }).unwrap() else {
+            panic!()
+        };
+        let Some(Next::Fine(f)) = p.next(&c2, &Outcome::AboveRange { at_least: c2.b_max() }).unwrap() else { panic!() };
+        // A is between the second train's top and the first's bottom (36 Mbit/s): the fine train
+        // covers it, not the 500 Mbit/s top
+        assert!(f.b_max() >= c1.b_min() && f.b_max().as_mbps() < 100.0, "{}", f.b_max());
     }
 
     #[test]
