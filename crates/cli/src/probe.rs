@@ -31,9 +31,11 @@ pub struct ProbeArgs {
     /// Lowest rate to probe (default: PathQuick's ΔP = 12 B from the smallest packet).
     #[arg(long, value_parser = parse_positive::<Rate>)]
     pub bmin: Option<Rate>,
-    /// Highest rate to probe.
-    #[arg(long, default_value = "12Mbps", value_parser = parse_positive::<Rate>)]
-    pub bmax: Rate,
+    /// Highest rate to probe. Without it (and without --bmin) the range is found
+    /// automatically: coarse PathQuick trains from 500 Mbit/s (or the server's cap) down, then
+    /// one designed around their result (docs/pathquick.md, auto-ranging).
+    #[arg(long, value_parser = parse_positive::<Rate>)]
+    pub bmax: Option<Rate>,
     /// Trains to send; results are combined (mean).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
@@ -197,6 +199,11 @@ fn estimate_json(e: &Estimate) -> serde_json::Value {
         "elapsed_s": e.elapsed.as_secs_f64(),
         "elapsed_per_train_s": e.elapsed_per_train.as_secs_f64(),
         "train_length_s": e.design.train_length().as_secs_f64(),
+        "ranging_trains": e.ranging.iter().map(|t| json!({
+            "outcome": outcome_json(&t.estimate.outcome),
+            "probed_range_bps": [t.estimate.probed.0.bps(), t.estimate.probed.1.bps()],
+            "elapsed_s": t.elapsed.as_secs_f64(),
+        })).collect::<Vec<_>>(),
         "packets_per_train": e.design.packets(),
         "bytes_per_train": e.train_bytes.0,
         "quality": {
@@ -231,7 +238,8 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
     let opts = EstimateOptions {
         method: a.method,
         b_min: a.bmin,
-        b_max: a.bmax,
+        b_max: a.bmax.unwrap_or(EstimateOptions::for_method(a.method).b_max),
+        auto_range: a.bmax.is_none() && a.bmin.is_none(),
         max_size: a.size,
         gamma: a.gamma,
         repeat: a.repeat,
@@ -251,6 +259,15 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
     let e = estimate(&a.target, &opts).with_context(|| format!("probing {}", a.target))?;
     if let Some(note) = &e.fitted_to_caps {
         eprintln!("headroom probe: {note}");
+    }
+    for t in &e.ranging {
+        eprintln!(
+            "headroom probe: auto-ranging train over {:.3}–{:.3} Mbit/s: {} ({:.1} ms)",
+            mbps(t.estimate.probed.0),
+            mbps(t.estimate.probed.1),
+            t.estimate.outcome,
+            t.elapsed.as_secs_f64() * 1e3
+        );
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&estimate_json(&e))?);

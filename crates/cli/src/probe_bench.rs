@@ -6,7 +6,7 @@
 //! probe server ([`headroom_net::Server`], it sends the trains), `r1` the client
 //! ([`headroom_net::estimate_addr`], it timestamps and estimates), `s2 → r2` carries the cross
 //! traffic ([`headroom_testbed::traffic::udp_send`], Poisson, 1000 IP bytes). Everything shares
-//! the bottleneck's tbf (rate 12 Mbit/s, a `--buffer` pfifo) and the delay box.
+//! the bottleneck (an exact link of 12 Mbit/s with a `--buffer` drop-tail queue, in the delay box).
 //!
 //! Per level the cross traffic starts, runs 2 s to reach a steady state, then the two methods
 //! take turns, one single-train estimate each (`repeat = 1`: one handshake, one train), with
@@ -27,15 +27,13 @@
 //! threads and the client's run at SCHED_FIFO priority 6, above the cross-traffic generator (5)
 //! and below the delay box (10), as the testbed does for its own generator.
 //!
-//! **The token bucket's burst.** A tbf lets `burst` bytes through at line rate before it
-//! enforces its rate, which hides the first packets of a PathQuick train above the available
-//! bandwidth and biases the knee upwards (docs/pathquick.md measured it: about
-//! `√(2·burst/ΔP)` packets). A real link has no burst: every packet waits for its own
-//! serialisation. The default `--burst 1600B` is the smallest bucket that still passes a
-//! 1500-byte packet with margin for tbf's rounding of the bucket into time; the testbed's own
-//! default (max(3 MTU, 1 ms at the rate) = 4500 B) is available as `--burst 4500B` to show the
-//! bias.
-
+//! **The link.** The bottleneck is the testbed's exact link (issue 19): the delay box serialises
+//! every packet at the rate, as a real link does. A tbf lets `burst` bytes through at line rate
+//! before it enforces its rate, which hides the first packets of a PathQuick train above the
+//! available bandwidth and biases the knee upwards (docs/pathquick.md measured it: about
+//! `√(2·burst/ΔP)` packets); `--shaper-burst B` puts such a token-bucket shaper (rate = the
+//! link's) in front of the link to show that bias.
+//!
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,7 +47,7 @@ use headroom_core::stats::median;
 use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
-use headroom_testbed::topology::Buffer;
+use headroom_testbed::topology::{Buffer, Shaper};
 use headroom_testbed::traffic::{udp_receive, udp_send, Pattern, UdpGen, GENERATOR_PRIORITY};
 use headroom_testbed::{Bottleneck, Testbed, Topology};
 
@@ -67,12 +65,17 @@ pub struct ProbeBenchArgs {
     /// One-way propagation delay of the bottleneck (each way).
     #[arg(long, default_value = "26ms")]
     pub delay: Dur,
-    /// Token-bucket depth of the bottleneck's tbf (see the module doc).
-    #[arg(long, default_value = "1600B", value_parser = parse_positive::<Bytes>)]
-    pub burst: Bytes,
+    /// Put a token-bucket shaper of this depth (rate = `--rate`) in front of the link (see the
+    /// module doc).
+    #[arg(long, value_parser = parse_positive::<Bytes>)]
+    pub shaper_burst: Option<Bytes>,
     /// Bottleneck buffer (`100pkts` as in the simulated Fig. 6, or bytes such as `150KB`).
     #[arg(long, default_value = "100pkts")]
     pub buffer: String,
+    /// Highest rate to probe; without it both methods find the range themselves
+    /// (`EstimateOptions::auto_range`: PathQuick's coarse + fine trains, one wide chirp).
+    #[arg(long, value_parser = parse_positive::<Rate>)]
+    pub bmax: Option<Rate>,
     /// Pause between two estimates.
     #[arg(long, default_value = "300ms")]
     pub pause: Dur,
@@ -104,8 +107,10 @@ pub struct BenchRow {
     pub decrease_factor: f64,
     pub verdict: &'static str,
     pub value: Option<Rate>,
-    /// START sent → estimate made.
+    /// START sent → estimate made, auto-ranging's coarse trains included.
     pub train_time: Duration,
+    /// Auto-ranging's coarse trains before the answer's train.
+    pub ranging_trains: u32,
     /// The whole call, handshake included.
     pub call_time: Duration,
     pub train_length: Dur,
@@ -126,15 +131,15 @@ pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
         bail!("every cross-traffic level must be below the bottleneck rate {}", a.rate);
     }
     let buffer = Buffer::parse(&a.buffer).map_err(|e| anyhow::anyhow!("--buffer: {e}"))?;
-    let bottleneck =
-        Bottleneck { rate: Some(a.rate), buffer, burst: Some(a.burst), ..Bottleneck::new(Some(a.rate), a.delay) };
+    let shaper = a.shaper_burst.map(|b| Shaper { rate: a.rate, burst: Some(b) });
+    let bottleneck = Bottleneck { buffer, shaper, ..Bottleneck::new(Some(a.rate), a.delay) };
     let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
     eprintln!(
-        "testbed {}: {} bottleneck, {} each way, tbf burst {} B, buffer {}",
+        "testbed {}: {} exact link, {} each way, {}, buffer {}",
         tb.prefix(),
         a.rate,
         a.delay,
-        a.burst.0,
+        a.shaper_burst.map_or("no shaper".to_string(), |b| format!("tbf shaper burst {} B", b.0)),
         a.buffer
     );
     let result = bench_on(&tb, &a);
@@ -210,18 +215,49 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
     let mut rows = Vec::new();
     for _ in 0..a.trains {
         for method in [Method::PathQuick, Method::PathChirp] {
-            let mut opts = EstimateOptions { repeat: 1, ..EstimateOptions::for_method(method) };
+            let defaults = EstimateOptions::for_method(method);
+            let mut opts = EstimateOptions {
+                repeat: 1,
+                b_max: a.bmax.unwrap_or(defaults.b_max),
+                auto_range: a.bmax.is_none(),
+                ..defaults
+            };
             if a.knee_fit {
                 opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
             }
             let realtime = !a.no_realtime;
             let estimator = opts.estimator;
-            let e = tb.run_in("r1", move || {
+            let called = std::time::Instant::now();
+            let e = match tb.run_in("r1", move || {
                 if realtime {
                     sys::set_realtime(PROBE_PRIORITY);
                 }
                 estimate_addr(server, &opts).map_err(anyhow::Error::from)
-            })?;
+            }) {
+                Ok(e) => e,
+                // A failed call (e.g. a train that never arrived) is a failed estimate of the
+                // table, not the end of the benchmark.
+                Err(err) => {
+                    eprintln!("  {} estimate failed: {err:#}", method.name());
+                    for f in DECREASE_FACTORS {
+                        rows.push(BenchRow {
+                            cross,
+                            method,
+                            decrease_factor: f,
+                            verdict: "error",
+                            value: None,
+                            train_time: called.elapsed(),
+                            ranging_trains: 0,
+                            call_time: called.elapsed(),
+                            train_length: Dur::ZERO,
+                            train_bytes: Bytes::ZERO,
+                            lost: 0,
+                            spacing_error_max: Dur::ZERO,
+                        });
+                    }
+                    continue;
+                }
+            };
             let t = e.trains.first().context("no train in the estimate")?;
             // The same train judged with the papers' F and with the ramp's (docs/pathquick.md).
             for f in DECREASE_FACTORS {
@@ -240,7 +276,8 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
                         Outcome::Inconclusive { .. } => None,
                         ref o => o.value(),
                     },
-                    train_time: t.elapsed,
+                    train_time: t.elapsed + e.ranging.iter().map(|r| r.elapsed).sum::<Duration>(),
+                    ranging_trains: e.ranging.len() as u32,
                     call_time: e.elapsed,
                     train_length: e.design.train_length(),
                     train_bytes: e.train_bytes,
@@ -258,11 +295,11 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
 const DECREASE_FACTORS: [f64; 2] = [1.5, RAMP_DECREASE_FACTOR];
 
 fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us\n");
+    let mut s = String::from("cross_mbps,method,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1}",
+            "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{}",
             r.cross.as_mbps(),
             r.method.name(),
             r.decrease_factor,
@@ -273,7 +310,8 @@ fn csv(rows: &[BenchRow]) -> String {
             r.train_length.as_secs_f64() * 1e3,
             r.train_bytes.0,
             r.lost,
-            r.spacing_error_max.as_secs_f64() * 1e6
+            r.spacing_error_max.as_secs_f64() * 1e6,
+            r.ranging_trains
         );
     }
     s
@@ -360,6 +398,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             goals.push((f, cross, qe, qin, [qe.abs() < ce.abs(), qm < cm, qt < ct]));
         }
     }
+    s.push_str(&capacity_goals(a, rows));
     let _ = writeln!(s, "\ngoals (issue 4): PathQuick median error within ±1.5 Mbit/s, every estimate within budget, ahead of pathChirp (its F = 1.5) on error and time");
     let yes = |b: bool| if b { "yes" } else { "no" };
     for (f, cross, qe, qin, [median_better, mae_better, time_better]) in goals {
@@ -375,6 +414,73 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             yes(mae_better),
             yes(time_better)
         );
+    }
+    s
+}
+
+/// Issue 19's goals, per method and level with the default decrease factors (PathQuick's `F` =
+/// [`RAMP_DECREASE_FACTOR`], pathChirp's 1.5): median and 90th percentile of the absolute error
+/// in % of the capacity (an inconclusive train counts as a 100 % error), and every estimate
+/// within train length + RTT + 20 ms, plus one more train length when auto-ranging.
+fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
+    let rtt = a.delay + a.delay;
+    let cap = a.rate.as_mbps();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\ngoals (issue 19), error in % of the {cap} Mbit/s capacity, {}: PathQuick median |error| <= 5 %, p90 <= 10 %, each estimate within train + RTT + 20 ms{}",
+        if a.bmax.is_none() { "auto-ranging (no --bmax)" } else { "fixed range" },
+        if a.bmax.is_none() { " + one train" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "{:>6} {:<10} {:>4} {:>10} {:>8} {:>10} {:>10} {:>9} {:>7}",
+        "cross", "method", "n", "med |e| %", "p90 %", "time med", "budget", "in budget", "goal"
+    );
+    for &cross in &a.levels {
+        let truth = (cap - cross.as_mbps()).max(0.0);
+        for method in [Method::PathQuick, Method::PathChirp] {
+            let f = if method == Method::PathQuick { RAMP_DECREASE_FACTOR } else { DECREASE_FACTORS[0] };
+            let of: Vec<&BenchRow> =
+                rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect();
+            if of.is_empty() {
+                continue;
+            }
+            let errs: Vec<f64> =
+                of.iter().map(|r| r.value.map_or(100.0, |v| 100.0 * (v.as_mbps() - truth).abs() / cap)).collect();
+            let sorted: headroom_core::stats::Sorted = errs.iter().copied().collect();
+            let (med, p90) = (sorted.quantile(0.5).unwrap_or(f64::NAN), sorted.quantile(0.9).unwrap_or(f64::NAN));
+            let budget_of = |r: &BenchRow| {
+                let extra = if r.ranging_trains > 0 { r.train_length } else { Dur::ZERO };
+                (r.train_length + rtt + extra).as_secs_f64() * 1e3 + 20.0
+            };
+            let within = of.iter().filter(|r| r.train_time.as_secs_f64() * 1e3 <= budget_of(r)).count();
+            let times: Vec<f64> = of.iter().map(|r| r.train_time.as_secs_f64() * 1e3).collect();
+            let budgets: Vec<f64> = of.iter().map(|r| budget_of(r)).collect();
+            let met = med <= 5.0 && p90 <= 10.0 && within == of.len();
+            let _ = writeln!(
+                s,
+                "{:>6.1} {:<10} {:>4} {:>10.2} {:>8.2} {:>7.1} ms {:>7.1} ms {:>5}/{:<3} {:>7}",
+                cross.as_mbps(),
+                method.name(),
+                of.len(),
+                med,
+                p90,
+                median(&times).unwrap_or(f64::NAN),
+                median(&budgets).unwrap_or(f64::NAN),
+                within,
+                of.len(),
+                if method == Method::PathQuick {
+                    if met {
+                        "met"
+                    } else {
+                        "MISSED"
+                    }
+                } else {
+                    "-"
+                }
+            );
+        }
     }
     s
 }

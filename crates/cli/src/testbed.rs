@@ -68,6 +68,23 @@ pub enum TestbedCmd {
         #[arg(long, default_value_t = 1500)]
         size: usize,
     },
+    /// Measure the exact link: a flood's arrival spacing against size/rate, per rate.
+    BenchLink {
+        /// Link rates, comma separated.
+        #[arg(
+            long,
+            default_value = "10Mbps,100Mbps,200Mbps,400Mbps,500Mbps,600Mbps,800Mbps",
+            value_delimiter = ',',
+            value_parser = parse_positive::<Rate>
+        )]
+        rates: Vec<Rate>,
+        /// IP packet size in bytes.
+        #[arg(long, default_value_t = 1500)]
+        size: usize,
+        /// Packets per flood.
+        #[arg(long, default_value_t = 2000)]
+        packets: u32,
+    },
 }
 
 pub fn run(cmd: TestbedCmd) -> Result<()> {
@@ -99,6 +116,7 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
             report_unrecorded();
             Ok(())
         }
+        TestbedCmd::BenchLink { rates, size, packets } => bench_link(&rates, size, packets),
         TestbedCmd::BenchDelaybox { delay, rates, step, size } => {
             let cfg = BenchConfig { delay, step, rates, size };
             if !(headroom_testbed::traffic::MIN_UDP_SIZE..=65_000).contains(&size) {
@@ -215,6 +233,43 @@ fn run_file(file: &std::path::Path, output: Option<PathBuf>) -> Result<()> {
     }
     if out.interrupted_after.is_some() {
         std::process::exit(128 + headroom_testbed::bed::received_signal().unwrap_or(libc::SIGINT));
+    }
+    Ok(())
+}
+
+fn bench_link(rates: &[Rate], size: usize, packets: u32) -> Result<()> {
+    if packets < 2 {
+        bail!("--packets: at least 2 (one gap)");
+    }
+    println!("exact link: {packets} back-to-back {size}-byte packets per rate; error = |arrival gap - size/rate| at the receiver (kernel timestamps); box late = release lateness mean / p99 bound");
+    println!(
+        "{:>9} {:>9} {:>10} {:>10} {:>10} {:>13} {:>9} {:>14} {:>9}",
+        "rate", "ideal us", "median us", "p99 us", "received", "rx Mbit/s", "own drop", "box late us", "verdict"
+    );
+    let mut top = None;
+    for &rate in rates {
+        let s = headroom_testbed::linkcheck::link_spacing(rate, size, packets)?;
+        println!(
+            "{:>9.1} {:>9.2} {:>10.2} {:>10.2} {:>6}/{:<4} {:>13.2} {:>9} {:>6.1}/<{:<6} {:>9}",
+            rate.as_mbps(),
+            s.ideal.0 as f64 / 1e3,
+            s.median_error.0 as f64 / 1e3,
+            s.p99_error.0 as f64 / 1e3,
+            s.received,
+            s.sent,
+            s.received_rate.as_mbps(),
+            s.own_drops,
+            s.box_late_mean.0 as f64 / 1e3,
+            s.box_late_p99.0 / 1000,
+            if s.sustained() { "ok" } else { "NOT SUSTAINED" }
+        );
+        if s.sustained() {
+            top = Some(rate);
+        }
+    }
+    match top {
+        Some(r) => println!("highest rate sustained (every packet, no own drops, rate within 1%): {r}"),
+        None => println!("no rate tried was sustained"),
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
 use crate::wire::{ip_udp_overhead, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use headroom_core::abw::autorange::{AutoRange, Next, DEFAULT_TOP};
 use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
     excursion::combine, ChirpSpec, DesignError, EstimatorConfig, JudgePolicy, Method, Outcome, PacketFate, Poll,
@@ -49,6 +50,10 @@ pub struct EstimateOptions {
     /// trains-per-window budget spent), wait the `retry_after` it names and ask again, up to
     /// this much waiting in all; then keep the trains measured ([`Estimate::refused`]).
     pub retry_wait: Duration,
+    /// Ignore `b_min`/`b_max` and find the range (issue 19): PathQuick sends coarse trains and
+    /// then one designed around their result ([`headroom_core::abw::autorange`]); pathChirp
+    /// sends one chirp over 1 Mbit/s to the top. The top is 500 Mbit/s or the server's cap.
+    pub auto_range: bool,
 }
 
 impl Default for EstimateOptions {
@@ -89,6 +94,7 @@ impl EstimateOptions {
             judge_slack: Some(Duration::from_millis(10)),
             // One window of `headroom serve`'s default budget (50 trains per 10 s), and a little.
             retry_wait: Duration::from_secs(12),
+            auto_range: false,
         }
     }
 }
@@ -197,6 +203,8 @@ pub struct Estimate {
     pub method: Method,
     pub quality: Quality,
     pub design: TrainDesign,
+    /// Auto-ranging's coarse trains, before the trains of the answer ([`Estimate::trains`]).
+    pub ranging: Vec<TrainReport>,
     /// Bytes of one train at the IP level.
     pub train_bytes: Bytes,
     pub server: SocketAddr,
@@ -532,38 +540,29 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
         }
     }
     let cookie = cookie.ok_or(ProbeError::Timeout { server, waiting_for: "challenge", after: options.timeout })?;
-    let (design, fitted_to_caps) = design_within_caps(options, server.is_ipv6(), caps)?;
-    let params = TrainParams::from_design(&design)?;
-    let schedule = design.schedule();
-
-    let mut reports = Vec::new();
-    let mut all_kernel = kernel_ts_on;
-    let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
-    let judge_after =
-        options.judge_slack.map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
-    // The cut follows the server: no earlier than `judge_slack` after the last packet's arrival
-    // predicted from the send times the packets carry (a server that started late, or fell
-    // behind under load, does not get its train cut).
-    let policy = JudgePolicy {
-        cut_after_sender: options.judge_slack.map(dur),
-        ..JudgePolicy::socket_receiver(judge_after.map(dur), dur(train_timeout))
-    };
     let base_train = (nonce as u32) & 0x7fff_ffff;
     let repeat = options.repeat.max(1);
     let mut waited = Duration::ZERO;
-    let mut refused = None;
-    'trains: for r in 0..repeat {
-        let train = base_train.wrapping_add(r);
-        let report = loop {
+    // One train of `design`, waiting out the server's "not now" within `retry_wait` in all.
+    let mut run_one = |train: u32, design: &TrainDesign, buf: &mut Vec<u8>, out: &mut Vec<u8>| {
+        let params = TrainParams::from_design(design)?;
+        let schedule = design.schedule();
+        let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
+        let judge_after =
+            options.judge_slack.map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
+        // The cut follows the server: no earlier than `judge_slack` after the last packet's
+        // arrival predicted from the send times the packets carry (a server that started late,
+        // or fell behind under load, does not get its train cut).
+        let policy = JudgePolicy {
+            cut_after_sender: options.judge_slack.map(dur),
+            ..JudgePolicy::socket_receiver(judge_after.map(dur), dur(train_timeout))
+        };
+        loop {
             let receiver = TrainReceiver::new(train, &schedule, policy, options.estimator);
-            match run_train(&sock, server, nonce, cookie, &params, receiver, train_timeout, &mut buf, &mut out) {
-                Ok((rep, kernel)) => {
-                    all_kernel &= kernel;
-                    break rep;
-                }
+            match run_train(&sock, server, nonce, cookie, &params, receiver, train_timeout, buf, out) {
+                Ok(done) => return Ok(TrainRun::Done(done)),
                 // Refused for now (the previous train still draining, the server full, this
-                // client's budget spent): wait as told, within `retry_wait` in all; then keep
-                // what was measured.
+                // client's budget spent): wait as told, within `retry_wait` in all.
                 Err(ProbeError::Rejected {
                     reason: reason @ (RejectReason::InFlight | RejectReason::Busy | RejectReason::TooMany),
                     retry_after,
@@ -572,19 +571,79 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
                 }) => {
                     let wait = retry_after.max(Duration::from_millis(50));
                     if waited + wait > options.retry_wait {
-                        if reports.is_empty() {
-                            return Err(ProbeError::Rejected { server, reason, retry_after, cap });
-                        }
-                        refused = Some(Refused { reason, missing: repeat - r });
-                        break 'trains;
+                        return Ok(TrainRun::Refused(ProbeError::Rejected { server, reason, retry_after, cap }));
                     }
                     std::thread::sleep(wait);
                     waited += wait;
                 }
                 Err(e) => return Err(e),
             }
-        };
-        reports.push(report);
+        }
+    };
+    let mut all_kernel = kernel_ts_on;
+    let mut ranging = Vec::new();
+    let (design, fitted_to_caps) = if options.auto_range && options.design.is_none() {
+        let top = caps.map_or(DEFAULT_TOP, |c| c.max_rate.min(DEFAULT_TOP).max(Rate::from_mbps(1)));
+        let largest = caps.map_or(options.max_size, |c| options.max_size.min(c.max_size));
+        match options.method {
+            Method::PathChirp => {
+                let wide = EstimateOptions {
+                    b_min: Some(Rate::from_mbps(1)),
+                    b_max: top,
+                    max_size: largest,
+                    ..options.clone()
+                };
+                (design_for(&wide, server.is_ipv6())?, None)
+            }
+            Method::PathQuick => {
+                let smallest = Bytes(ip_udp_overhead(server.is_ipv6()) + PROBE_HEADER_LEN as u64);
+                let mut plan = AutoRange::new(top, smallest, largest);
+                let mut next = plan.first()?;
+                let mut k = 0u32;
+                let fine = loop {
+                    let coarse = match next {
+                        Next::Fine(d) => break d,
+                        Next::Coarse(d) => d,
+                    };
+                    let train = base_train.wrapping_add(repeat + k) & 0x7fff_ffff;
+                    k += 1;
+                    let rep = match run_one(train, &TrainDesign::PathQuick(coarse), &mut buf, &mut out)? {
+                        TrainRun::Done((rep, kernel)) => {
+                            all_kernel &= kernel;
+                            rep
+                        }
+                        TrainRun::Refused(e) => return Err(e),
+                    };
+                    let outcome = rep.estimate.outcome.clone();
+                    ranging.push(rep);
+                    next = plan.next(&coarse, &outcome)?.unwrap_or(Next::Fine(coarse));
+                };
+                (TrainDesign::PathQuick(fine), None)
+            }
+        }
+    } else {
+        design_within_caps(options, server.is_ipv6(), caps)?
+    };
+
+    let mut reports = Vec::new();
+    let mut refused = None;
+    for r in 0..repeat {
+        let train = base_train.wrapping_add(r);
+        match run_one(train, &design, &mut buf, &mut out)? {
+            TrainRun::Done((rep, kernel)) => {
+                all_kernel &= kernel;
+                reports.push(rep);
+            }
+            TrainRun::Refused(e) => {
+                if reports.is_empty() {
+                    return Err(e);
+                }
+                if let ProbeError::Rejected { reason, .. } = e {
+                    refused = Some(Refused { reason, missing: repeat - r });
+                }
+                break;
+            }
+        }
     }
 
     let outcomes: Vec<Outcome> = reports.iter().map(|r| r.estimate.outcome.clone()).collect();
@@ -630,9 +689,17 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
         quality: q,
         train_bytes: design.bytes(),
         design,
+        ranging,
         server,
         trains: reports,
     })
+}
+
+/// One train's end in [`estimate_addr`]: judged (and whether every timestamp was the
+/// kernel's), or refused after the retry budget.
+enum TrainRun {
+    Done((TrainReport, bool)),
+    Refused(ProbeError),
 }
 
 fn dur(d: Duration) -> Dur {

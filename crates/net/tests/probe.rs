@@ -455,3 +455,27 @@ fn every_resolved_address_is_tried() {
     let e = headroom_net::client::resolve_all("localhost:70000").unwrap_err().to_string();
     assert!(e.contains("port 70000 is not in 1–65535"), "{e}");
 }
+
+#[test]
+fn auto_ranging_sends_a_coarse_train_then_one_designed_from_it_under_the_servers_cap() {
+    // a server capped at 40 Mbit/s: the coarse train tops at the cap, loopback's far higher
+    // available bandwidth reads above (or, pacing badly, inconclusive), and the fine train
+    // probes up to the cap with the paper's ΔP
+    let server = serve(ServerConfig { max_rate: Rate::from_mbps(40), ..ServerConfig::default() });
+    let opts = EstimateOptions { auto_range: true, ..EstimateOptions::default() };
+    let e = estimate_addr(server.local_addr(), &opts).expect("estimate");
+    assert_eq!(
+        e.ranging.len(),
+        1,
+        "one coarse train: {:?}",
+        e.ranging.iter().map(|t| &t.estimate.outcome).collect::<Vec<_>>()
+    );
+    let coarse = &e.ranging[0].estimate;
+    assert!(coarse.probed.1 <= Rate::from_mbps(40) && coarse.probed.1 > Rate::from_mbps(35), "{:?}", coarse.probed);
+    assert!(matches!(coarse.outcome, Outcome::AboveRange { .. } | Outcome::Inconclusive { .. }), "{}", coarse.outcome);
+    let TrainDesign::PathQuick(fine) = e.design else { panic!("the answer's train is PathQuick") };
+    assert_eq!(fine.delta_p, Bytes(12));
+    assert!(fine.b_max() <= Rate::from_mbps(40) && fine.b_max() > Rate::from_mbps(38), "{}", fine.b_max());
+    assert!(fine.n > 100, "the fine train keeps the paper's resolution: {} packets", fine.n);
+    assert_eq!(e.trains.len(), 1);
+}

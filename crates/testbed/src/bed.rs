@@ -426,14 +426,13 @@ impl Testbed {
             )?;
         }
         let b = &topo.bottleneck;
-        match b.rate {
-            Some(rate) => add_rate_limit(&self.left_ns, DELAY_DEV, rate, b.buffer, b.burst)?,
-            None => set_fifo(&self.left_ns, DELAY_DEV, b.buffer)?,
+        // The links' queues are in the delay box; the qdiscs on `dbox` only hand packets to it
+        // (a shaper's tbf queues in front of the forward link).
+        match b.shaper {
+            Some(sh) => add_rate_limit(&self.left_ns, DELAY_DEV, sh.rate, b.buffer, Some(Bytes(sh.burst_bytes())))?,
+            None => set_fifo(&self.left_ns, DELAY_DEV, Buffer::Packets(TUN_TXQUEUELEN))?,
         }
-        match b.reverse_rate {
-            Some(rate) => add_rate_limit(&self.right_ns, DELAY_DEV, rate, b.buffer, b.burst)?,
-            None => set_fifo(&self.right_ns, DELAY_DEV, b.buffer)?,
-        }
+        set_fifo(&self.right_ns, DELAY_DEV, Buffer::Packets(TUN_TXQUEUELEN))?;
         let mut extra = std::collections::HashMap::new();
         for (h, spec) in self.hosts.iter().zip(&topo.hosts) {
             if spec.delay.0 > 0 {
@@ -447,6 +446,8 @@ impl Testbed {
             extra: extra.clone(),
             spin: Dur::ZERO,
             realtime: true,
+            rate: b.rate,
+            buffer: Some(b.buffer),
         };
         let rev = LineConfig {
             delay: b.reverse_delay(),
@@ -455,6 +456,8 @@ impl Testbed {
             extra,
             spin: Dur::ZERO,
             realtime: true,
+            rate: b.reverse_rate,
+            buffer: Some(b.buffer),
         };
         self.delaybox =
             Some(DelayBox::start(&self.prefix, left_tun, right_tun, fwd, rev).context("starting the delay box")?);
@@ -529,14 +532,22 @@ impl Testbed {
         }
     }
 
-    /// Statistics of the forward bottleneck qdisc.
+    /// Statistics of the forward bottleneck: its link's queue in the delay box plus the qdisc
+    /// in front of it (a shaper's queue, if any).
     pub fn queue_stats(&self) -> Result<QueueStats> {
-        queue_stats(&self.left_ns, DELAY_DEV)
+        let link = self.delaybox.as_ref().map(|d| d.forward.snapshot()).unwrap_or_default();
+        Ok(queue_stats(&self.left_ns, DELAY_DEV)?.with_link(&link))
     }
 
-    /// Statistics of the reverse bottleneck qdisc.
+    /// Statistics of the reverse bottleneck (its link's queue and the qdisc in front).
     pub fn reverse_queue_stats(&self) -> Result<QueueStats> {
-        queue_stats(&self.right_ns, DELAY_DEV)
+        let link = self.delaybox.as_ref().map(|d| d.reverse.snapshot()).unwrap_or_default();
+        Ok(queue_stats(&self.right_ns, DELAY_DEV)?.with_link(&link))
+    }
+
+    /// The live counters of the forward link (for samplers that outlive a borrow).
+    pub fn forward_link_counters(&self) -> Option<Arc<crate::delaybox::Counters>> {
+        self.delaybox.as_ref().map(|d| d.forward.clone())
     }
 
     /// Packets the TUN devices dropped because the delay box did not read them in time
@@ -579,7 +590,7 @@ impl Drop for Testbed {
 fn add_rate_limit(ns: &str, dev: &str, rate: headroom_core::Rate, buffer: Buffer, burst: Option<Bytes>) -> Result<()> {
     // A small bucket keeps the rate accurate over short intervals; at least 3 packets so that
     // the timer granularity never starves the link.
-    let burst = burst.map(|b| b.0).unwrap_or_else(|| (rate.bps() / 8 / 1000).max(3 * 1514));
+    let burst = burst.map(|b| b.0).unwrap_or_else(|| crate::topology::Shaper { rate, burst: None }.burst_bytes());
     let rate_s = format!("{}bit", rate.bps());
     run_cmd(&[
         "tc",
@@ -628,6 +639,19 @@ pub struct QueueStats {
     pub drops: u64,
     pub sent_bytes: u64,
     pub sent_pkts: u64,
+}
+
+impl QueueStats {
+    /// Adds the delay-box link's queue to a qdisc's: backlog and drops add up; `sent` stays
+    /// the qdisc's (every packet passes it on the way to the link).
+    pub fn with_link(self, link: &CounterSnapshot) -> QueueStats {
+        QueueStats {
+            backlog_bytes: self.backlog_bytes + link.backlog_bytes,
+            backlog_pkts: self.backlog_pkts + link.backlog_pkts,
+            drops: self.drops + link.queue_drops,
+            ..self
+        }
+    }
 }
 
 /// Reads the root qdisc of `dev` in `ns` (`tc -s -j qdisc show`).

@@ -1,14 +1,23 @@
-//! The delay box: propagation delay and random loss for the bottleneck, from two TUN devices.
+//! The delay box: the bottleneck *link* (serialisation at its rate, a drop-tail queue),
+//! propagation delay and random loss, from two TUN devices.
 //!
-//! This kernel has no netem, so, like mahimahi's `mm-delay`, the testbed moves packets through
-//! user space. The left router routes everything for the right side into its TUN device `dbox`;
+//! This kernel has no netem, so, like mahimahi's `mm-delay` and `mm-link`, the testbed moves
+//! packets through user space. The left router routes everything for the right side into its TUN device `dbox`;
 //! the right router routes everything for the left side into its own `dbox`. One thread per
 //! direction reads packets from one TUN device and writes them into the other:
 //!
 //! 1. On arrival (the `read` that returns the packet) the packet is stamped `t_arr` from
 //!    `CLOCK_MONOTONIC`, dropped with probability `loss` (Bernoulli, [`Rng::bernoulli`] of headroom's one
 //!    generator, so a seed reproduces the same drop pattern), or else queued with release time
-//!    `t_arr + delay + extra(src) + extra(dst)` (`extra` is a host's access-link delay).
+//!    `t_dep + delay + extra(src) + extra(dst)` (`extra` is a host's access-link delay).
+//!    Without a link rate `t_dep = t_arr`. With a rate `C` the box is an exact link, as every
+//!    network simulator models one: the packet's serialisation starts when the link is free,
+//!    `t_start = max(t_arr, t_dep(previous))`, and ends `t_dep = t_start + size·8/C` later
+//!    (`size` in IP bytes; the division's remainder is carried to the next packet so a long
+//!    flood keeps the exact rate). Before that the packet waits in the link's drop-tail queue:
+//!    it is dropped on arrival if the packets (or bytes) still waiting for the link, those with
+//!    `t_start > t_arr`, already fill the buffer — the packet in transmission has left the
+//!    queue, as in Linux qdiscs and ns-2.
 //! 2. Packets leave in release-time order (a binary heap; ties in arrival order, so packets of
 //!    one flow, which all get the same delay, are never reordered).
 //! 3. Between packets the thread sleeps in `ppoll` on the input device with a 1 ns timer slack,
@@ -17,9 +26,10 @@
 //!    SCHED_FIFO priority 10, so compilers or test traffic on a 2-core machine do not delay
 //!    releases by milliseconds.
 //!
-//! The rate limiter (tbf) sits on the left router's `dbox` *before* the delay box, so a packet
-//! first waits in the bottleneck queue, then is serialised at the bottleneck rate, then
-//! propagates: the order of a real link. The TUN txqueuelen is raised to 10 000 because a TUN
+//! So a packet first waits in the bottleneck queue, then is serialised at the bottleneck rate,
+//! then propagates: the order of a real link, with no token bucket's burst (issue 19: a tbf is a
+//! *shaper*, it lets `burst` bytes through at the veth's speed). A shaper, when configured, is a
+//! tbf on the left router's `dbox`, in front of the link. The TUN txqueuelen is raised to 10 000 because a TUN
 //! device drops (not queues) when its ring of `txqueuelen` packets is full.
 //!
 //! Choices mahimahi leaves open and this box makes: loss is applied on arrival (a lost packet
@@ -29,7 +39,7 @@
 //! the box's added-delay error.
 
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,9 +47,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use headroom_core::rng::Rng;
-use headroom_core::Dur;
+use headroom_core::{Dur, Rate};
 
 use crate::sys;
+use crate::topology::Buffer;
 
 /// SCHED_FIFO priority of the delay lines (low among real-time priorities: above every normal
 /// process, below kernel threads that use RT priorities).
@@ -66,6 +77,10 @@ pub struct LineConfig {
     /// Run the line's thread at real-time priority [`REALTIME_PRIORITY`] (SCHED_FIFO) so that
     /// other load on the machine does not delay releases.
     pub realtime: bool,
+    /// The link's rate: serialise every packet at this rate (`None`: no serialisation).
+    pub rate: Option<Rate>,
+    /// The link's drop-tail queue (used only with a `rate`).
+    pub buffer: Option<Buffer>,
 }
 
 /// Number of lateness histogram buckets: bucket `i` counts releases late by `[2^(i-1), 2^i)` µs
@@ -85,6 +100,11 @@ pub struct Counters {
     pub overflow: AtomicU64,
     /// Writes into the output TUN device that failed: the box's own drops.
     pub write_errors: AtomicU64,
+    /// Dropped by the link's drop-tail queue (the emulated bottleneck's congestion drops).
+    pub queue_drops: AtomicU64,
+    /// Packets and IP bytes waiting for the link now (gauges).
+    pub backlog_pkts: AtomicU64,
+    pub backlog_bytes: AtomicU64,
     pub late_sum_ns: AtomicU64,
     pub late_max_ns: AtomicU64,
     pub late_hist: [AtomicU64; LATE_BUCKETS],
@@ -100,6 +120,9 @@ pub struct CounterSnapshot {
     pub lost: u64,
     pub overflow: u64,
     pub write_errors: u64,
+    pub queue_drops: u64,
+    pub backlog_pkts: u64,
+    pub backlog_bytes: u64,
     pub late_sum_ns: u64,
     pub late_max_ns: u64,
     pub late_hist: [u64; LATE_BUCKETS],
@@ -119,6 +142,9 @@ impl Counters {
             lost: self.lost.load(Ordering::Relaxed),
             overflow: self.overflow.load(Ordering::Relaxed),
             write_errors: self.write_errors.load(Ordering::Relaxed),
+            queue_drops: self.queue_drops.load(Ordering::Relaxed),
+            backlog_pkts: self.backlog_pkts.load(Ordering::Relaxed),
+            backlog_bytes: self.backlog_bytes.load(Ordering::Relaxed),
             late_sum_ns: self.late_sum_ns.load(Ordering::Relaxed),
             late_max_ns: self.late_max_ns.load(Ordering::Relaxed),
             late_hist,
@@ -127,7 +153,8 @@ impl Counters {
 }
 
 impl CounterSnapshot {
-    /// Counter increase from `earlier` to `self` (the maximum lateness is kept as is).
+    /// Counter increase from `earlier` to `self` (the maximum lateness and the backlog gauges
+    /// are kept as they are).
     pub fn since(&self, earlier: &CounterSnapshot) -> CounterSnapshot {
         let mut late_hist = [0; LATE_BUCKETS];
         for (i, d) in late_hist.iter_mut().enumerate() {
@@ -141,6 +168,9 @@ impl CounterSnapshot {
             lost: self.lost - earlier.lost,
             overflow: self.overflow - earlier.overflow,
             write_errors: self.write_errors - earlier.write_errors,
+            queue_drops: self.queue_drops - earlier.queue_drops,
+            backlog_pkts: self.backlog_pkts,
+            backlog_bytes: self.backlog_bytes,
             late_sum_ns: self.late_sum_ns - earlier.late_sum_ns,
             late_max_ns: self.late_max_ns,
             late_hist,
@@ -191,6 +221,71 @@ impl Ord for Held {
     // Reversed: BinaryHeap is a max-heap and we want the earliest release on top.
     fn cmp(&self, o: &Self) -> CmpOrdering {
         (o.release, o.seq).cmp(&(self.release, self.seq))
+    }
+}
+
+/// The exact link of one direction: fed arrival times and sizes, it answers each packet's
+/// departure (end of serialisation) or a drop (module doc, step 1). Pure bookkeeping, no clock.
+#[derive(Debug)]
+pub struct Link {
+    bps: u64,
+    buffer: Buffer,
+    /// When the last accepted packet's serialisation ends.
+    free_at: u64,
+    /// Remainder (in bit·ns units, below `bps`) of the last serialisation time's division.
+    carry: u64,
+    /// Serialisation start and size of the accepted packets that have not started yet.
+    waiting: VecDeque<(u64, u64)>,
+    waiting_bytes: u64,
+}
+
+impl Link {
+    pub fn new(rate: Rate, buffer: Buffer) -> Link {
+        Link { bps: rate.bps().max(1), buffer, free_at: 0, carry: 0, waiting: VecDeque::new(), waiting_bytes: 0 }
+    }
+
+    /// Forgets the packets whose serialisation has started by `now`.
+    pub fn advance(&mut self, now: u64) {
+        while let Some(&(start, size)) = self.waiting.front() {
+            if start > now {
+                break;
+            }
+            self.waiting.pop_front();
+            self.waiting_bytes -= size;
+        }
+    }
+
+    /// Packets and bytes waiting for the link (as of the last [`Link::advance`]).
+    pub fn backlog(&self) -> (u64, u64) {
+        (self.waiting.len() as u64, self.waiting_bytes)
+    }
+
+    /// A packet of `size` IP bytes arrives at `t_arr` (ns): its departure time, or `None` when
+    /// the drop-tail queue is full.
+    pub fn admit(&mut self, t_arr: u64, size: usize) -> Option<u64> {
+        self.advance(t_arr);
+        let size = size as u64;
+        let full = match self.buffer {
+            Buffer::Packets(n) => self.waiting.len() as u64 >= n as u64,
+            Buffer::Bytes(b) => self.waiting_bytes + size > b.0,
+        };
+        if full {
+            return None;
+        }
+        let start = if self.free_at > t_arr {
+            self.free_at
+        } else {
+            self.carry = 0;
+            t_arr
+        };
+        let bit_ns = size * 8 * 1_000_000_000 + self.carry;
+        self.carry = bit_ns % self.bps;
+        self.free_at = start + bit_ns / self.bps;
+        if start > t_arr {
+            self.waiting.push_back((start, size));
+            self.waiting_bytes += size;
+        }
+        Some(self.free_at)
     }
 }
 
@@ -268,6 +363,7 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, st
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut scratch = vec![0u8; 65_536];
     let mut seq = 0u64;
+    let mut link = cfg.rate.map(|r| Link::new(r, cfg.buffer.unwrap_or(Buffer::Packets(1000))));
     while !stop.load(Ordering::Relaxed) {
         // 1. take in what has arrived
         for _ in 0..READ_BATCH {
@@ -286,6 +382,16 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, st
                 c.overflow.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
+            let t_dep = match link.as_mut() {
+                None => t_arr,
+                Some(l) => match l.admit(t_arr, n) {
+                    Some(t) => t,
+                    None => {
+                        c.queue_drops.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                },
+            };
             let p = &scratch[..n];
             let mut d = delay;
             if !cfg.extra.is_empty() {
@@ -296,11 +402,17 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, st
             let mut packet = pool.pop().unwrap_or_default();
             packet.clear();
             packet.extend_from_slice(p);
-            heap.push(Held { release: t_arr + d, seq, packet });
+            heap.push(Held { release: t_dep + d, seq, packet });
             seq += 1;
         }
         // 2. release what is due
         let mut now = sys::now_ns();
+        if let Some(l) = link.as_mut() {
+            l.advance(now);
+            let (pkts, bytes) = l.backlog();
+            c.backlog_pkts.store(pkts, Ordering::Relaxed);
+            c.backlog_bytes.store(bytes, Ordering::Relaxed);
+        }
         while heap.peek().is_some_and(|h| h.release <= now) {
             let Some(h) = heap.pop() else { break };
             // lateness is taken when the write starts: the write itself runs the receiving
@@ -347,6 +459,32 @@ mod tests {
         }
         let order: Vec<_> = std::iter::from_fn(|| h.pop().map(|x| (x.release, x.seq))).collect();
         assert_eq!(order, vec![(1, 3), (3, 1), (5, 0), (5, 2)]);
+    }
+
+    #[test]
+    fn the_link_serialises_at_its_rate_and_carries_the_remainder() {
+        // 1000 B at 3 Mbit/s = 2666.67 µs: a flood of three packets leaves 8000 µs after the
+        // first arrival in total, not 3 × 2666 µs
+        let mut l = Link::new(Rate::from_mbps(3), Buffer::Packets(10));
+        let deps: Vec<u64> = (0..3).map(|_| l.admit(1_000, 1000).unwrap()).collect();
+        assert_eq!(deps, vec![1_000 + 2_666_666, 1_000 + 5_333_333, 1_000 + 8_000_000]);
+        assert_eq!(l.backlog(), (2, 2000), "the first packet is on the wire, two wait");
+        // an idle link starts the next packet on its arrival
+        assert_eq!(l.admit(100_000_000, 1000), Some(100_000_000 + 2_666_666));
+        assert_eq!(l.backlog(), (0, 0));
+    }
+
+    #[test]
+    fn the_link_drops_when_the_waiting_packets_or_bytes_fill_the_buffer() {
+        let mut l = Link::new(Rate::from_mbps(8), Buffer::Packets(2));
+        // 1000 B at 8 Mbit/s = 1 ms; all arrive at 0: one in service, two wait, the 4th drops
+        let got: Vec<Option<u64>> = (0..4).map(|_| l.admit(0, 1000)).collect();
+        assert_eq!(got, vec![Some(1_000_000), Some(2_000_000), Some(3_000_000), None]);
+        // at 1 ms the second starts, which frees a place
+        assert_eq!(l.admit(1_000_000, 1000), Some(4_000_000));
+        let mut b = Link::new(Rate::from_mbps(8), Buffer::Bytes(headroom_core::Bytes(2500)));
+        let got: Vec<bool> = [1000, 1000, 1000, 500, 100].iter().map(|&n| b.admit(0, n).is_some()).collect();
+        assert_eq!(got, vec![true, true, true, true, false], "waiting bytes 1000+1000+500 = 2500 fill it");
     }
 
     #[test]

@@ -9,13 +9,14 @@
 //!
 //! ```text
 //!  s1 ─┐                                                                 ┌─ r1
-//!  s2 ─┼─ left ── [tbf rate + pfifo/bfifo buffer] → dbox ⇄ delay box ⇄ dbox ── right ─┼─ r2
+//!  s2 ─┼─ left ── [optional tbf shaper] → dbox ⇄ delay box (link, delay, loss) ⇄ dbox ── right ─┼─ r2
 //!  c1 ─┘                                                                 └─ c2
 //! ```
 //!
-//! The bottleneck's rate limiter is a `tbf` (with a `pfifo` or `bfifo` child as the buffer) on
-//! the left router's TUN device `dbox`; its propagation delay and random loss come from the
-//! [`delaybox`] (user space, mahimahi style, since this kernel has no netem). The reverse
+//! The bottleneck is an exact link in the [`delaybox`] (user space, mahimahi style, since this
+//! kernel has no netem): a drop-tail buffer, serialisation at the rate, propagation delay and
+//! random loss. A token-bucket shaper (`shaper = { rate, burst }`, a `tbf` with the buffer as
+//! its `pfifo`/`bfifo` child) can sit in front of it on the left router's TUN device `dbox`. The reverse
 //! direction has its own optional rate, delay and loss. Access links can have a rate (tbf on both
 //! veth ends) and an extra delay (added by the delay box to the host's packets).
 //!
@@ -73,6 +74,7 @@
 pub mod bed;
 pub mod bench;
 pub mod delaybox;
+pub mod linkcheck;
 pub mod measure;
 pub mod scenario;
 pub mod sys;
@@ -117,7 +119,7 @@ pub fn skip_verdict(unsupported: Option<String>, ci: Option<&str>) -> SkipVerdic
 
 pub use bed::{down_all, down_stale, find_host, list_runs, unsupported_reason, Host, QueueStats, RunState, Testbed};
 pub use delaybox::CounterSnapshot;
-pub use topology::{Bottleneck, Buffer, FlowKind, HostSpec, Scenario, Side, Topology};
+pub use topology::{Bottleneck, Buffer, FlowKind, HostSpec, Scenario, Shaper, Side, Topology};
 
 #[cfg(test)]
 mod tests {

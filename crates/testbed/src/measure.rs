@@ -77,8 +77,9 @@ pub enum Probe {
     Throughput { flow: String, counters: Arc<FlowCounters>, udp: bool },
     /// `rtt_ms`, `cwnd_bytes` of a TCP sender socket.
     TcpInfo { flow: String, socket: Arc<TcpStream> },
-    /// `queue_bytes`, `queue_pkts`, `drops` of a root qdisc.
-    Queue { flow: String, netns: String, dev: String },
+    /// `queue_bytes`, `queue_pkts`, `drops` of a root qdisc (and of the link behind it).
+    /// The qdisc of `dev` in `netns`, plus the delay-box link's queue behind it when `link`.
+    Queue { flow: String, netns: String, dev: String, link: Option<std::sync::Arc<crate::delaybox::Counters>> },
 }
 
 /// A thread sampling probes every `interval` until stopped.
@@ -147,8 +148,11 @@ fn sample_loop(rec: &Recorder, interval: Dur, stop: &AtomicBool, probes: &Mutex<
                         rec.push(t, flow, "cwnd_bytes", i.cwnd_bytes as f64);
                     }
                 }
-                Probe::Queue { flow, netns, dev } => {
-                    if let Ok(q) = crate::bed::queue_stats(netns, dev) {
+                Probe::Queue { flow, netns, dev, link } => {
+                    if let Ok(mut q) = crate::bed::queue_stats(netns, dev) {
+                        if let Some(l) = link {
+                            q = q.with_link(&l.snapshot());
+                        }
                         rec.push(t, flow, "queue_bytes", q.backlog_bytes as f64);
                         rec.push(t, flow, "queue_pkts", q.backlog_pkts as f64);
                         rec.push(t, flow, "drops", q.drops as f64);

@@ -77,7 +77,12 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
     let tb = Testbed::up(&s.topology())?;
     let rec = Recorder::new();
     let mut sampler = Sampler::start(rec.clone(), s.run.sample);
-    sampler.add(Probe::Queue { flow: "bottleneck".into(), netns: tb.namespaces()[0].clone(), dev: DELAY_DEV.into() });
+    sampler.add(Probe::Queue {
+        flow: "bottleneck".into(),
+        netns: tb.namespaces()[0].clone(),
+        dev: DELAY_DEV.into(),
+        link: tb.forward_link_counters(),
+    });
     let t0 = rec.start_ns();
     let run_end = t0 + s.run.duration.0;
     let stop = Arc::new(AtomicBool::new(false));

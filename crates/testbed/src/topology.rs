@@ -2,7 +2,8 @@
 //!
 //! The one topology is a *dumbbell*: hosts on the `left` side hang off a left router, hosts on
 //! the `right` side off a right router, and the two routers are joined by the bottleneck link
-//! (a rate limiter with a buffer, then the delay box for propagation delay and random loss).
+//! (the delay box: an exact link that serialises at its rate behind a drop-tail buffer, then
+//! propagation delay and random loss; optionally a token-bucket shaper in front).
 //! Senders, receivers and cross-traffic hosts are just hosts on either side; a flow names its two
 //! end hosts. Every value is checked when the file is read: unknown keys and bad values are
 //! errors that name the key (and, for TOML syntax or type errors, the line).
@@ -59,22 +60,44 @@ fn default_buffer() -> Buffer {
     Buffer::Packets(1000)
 }
 
+/// A token-bucket shaper (Linux `tbf`) in front of the forward link: it passes `burst` bytes at
+/// the speed of the wire, then `rate`. Real paths have them (ISP plans, cloud egress limits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shaper {
+    /// Token rate, counted in IP bytes.
+    #[serde(deserialize_with = "positive")]
+    pub rate: Rate,
+    /// Bucket depth; default max(3 MTU, 1 ms at `rate`).
+    #[serde(default)]
+    pub burst: Option<Bytes>,
+}
+
+impl Shaper {
+    /// The bucket depth in bytes ([`Shaper::burst`] or its default).
+    pub fn burst_bytes(&self) -> u64 {
+        self.burst.map(|b| b.0).unwrap_or_else(|| (self.rate.bps() / 8 / 1000).max(3 * 1514))
+    }
+}
+
 /// The bottleneck link between the two routers.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bottleneck {
-    /// Forward (left to right) rate, counted in IP bytes; `None` leaves it unlimited.
+    /// Forward (left to right) link rate, counted in IP bytes: the delay box serialises every
+    /// packet at this rate (an exact link, [`crate::delaybox`]); `None` leaves it unlimited.
     #[serde(default, deserialize_with = "opt_positive")]
     pub rate: Option<Rate>,
-    /// Reverse (right to left) rate; `None` leaves it unlimited.
+    /// Reverse (right to left) link rate; `None` leaves it unlimited.
     #[serde(default, deserialize_with = "opt_positive")]
     pub reverse_rate: Option<Rate>,
-    /// Drop-tail buffer in front of each rate limiter.
+    /// Drop-tail buffer of each link (and of the shaper's queue).
     #[serde(default = "default_buffer", deserialize_with = "de_buffer")]
     pub buffer: Buffer,
-    /// Token-bucket depth; default max(3 MTU, 1 ms at `rate`).
+    /// A token-bucket shaper in front of the forward link (`shaper = { rate = "20Mbps",
+    /// burst = "16KB" }`).
     #[serde(default)]
-    pub burst: Option<Bytes>,
+    pub shaper: Option<Shaper>,
     /// One-way propagation delay left to right.
     #[serde(default)]
     pub delay: Dur,
@@ -98,7 +121,7 @@ impl Default for Bottleneck {
             rate: None,
             reverse_rate: None,
             buffer: default_buffer(),
-            burst: None,
+            shaper: None,
             delay: Dur::ZERO,
             reverse_delay: None,
             loss: 0.0,
@@ -503,6 +526,29 @@ rate = "10Mbps"
             let e = format!("{:#}", Scenario::parse(&bad, "x").unwrap_err());
             assert!(e.contains(needle) && e.contains("line"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_shaper_sits_in_front_of_the_link() {
+        let s = Scenario::parse(
+            &GOOD.replace(
+                "buffer = \"100pkts\"",
+                "buffer = \"100pkts\"\nshaper = { rate = \"20Mbps\", burst = \"16KB\" }",
+            ),
+            "x",
+        )
+        .unwrap();
+        let sh = s.bottleneck.shaper.unwrap();
+        assert_eq!((sh.rate, sh.burst_bytes()), (Rate::from_mbps(20), 16_000));
+        assert_eq!(s.bottleneck.rate, Some(Rate::from_mbps(50)), "the link keeps its own rate");
+        // default bucket: max(3 MTU, 1 ms at the rate)
+        assert_eq!(Shaper { rate: Rate::from_mbps(100), burst: None }.burst_bytes(), 12_500);
+        assert_eq!(Shaper { rate: Rate::from_mbps(10), burst: None }.burst_bytes(), 4542);
+        let e = format!(
+            "{:#}",
+            Scenario::parse(&GOOD.replace("buffer = \"100pkts\"", "burst = \"4KB\""), "x").unwrap_err()
+        );
+        assert!(e.contains("burst"), "the old tbf key is refused by name: {e}");
     }
 
     #[test]

@@ -64,7 +64,7 @@ fn configured_52ms_rtt_is_measured_within_1ms() {
 }
 
 #[test]
-fn tcp_bulk_flow_fills_a_50mbps_tbf_bottleneck() {
+fn tcp_bulk_flow_fills_a_50mbps_exact_link() {
     let Some(_g) = serial() else { return };
     let mut b = Bottleneck::new(Some(Rate::from_mbps(50)), Dur::from_millis(5));
     b.buffer = Buffer::Packets(100);
@@ -92,7 +92,7 @@ fn tcp_bulk_flow_fills_a_50mbps_tbf_bottleneck() {
     let goodput = Bytes(b1 - b0).per(Dur(t1.duration_since(t0).as_nanos() as u64));
     let q = tb.queue_stats().unwrap();
     println!(
-        "TCP goodput {:.2} Mbit/s through a 50 Mbit/s tbf (qdisc sent {} pkts, dropped {})",
+        "TCP goodput {:.2} Mbit/s through a 50 Mbit/s exact link (sent {} pkts, dropped {})",
         goodput.as_mbps(),
         q.sent_pkts,
         q.drops
@@ -419,4 +419,62 @@ think = "100ms"
     }
     assert!(total <= 20.0 * 1.02, "flows got {total} Mbit/s through a 20 Mbit/s bottleneck");
     assert!(!netns_list().contains(&out.prefix));
+}
+
+#[test]
+fn exact_link_spaces_a_flood_at_size_over_rate() {
+    let Some(_g) = serial() else { return };
+    // 1000-byte packets at 20 Mbit/s: 400 µs apart on an exact link (a tbf would let its burst
+    // through at the veth's speed)
+    let s = headroom_testbed::linkcheck::link_spacing(Rate::from_mbps(20), 1000, 300).unwrap();
+    println!(
+        "20 Mbit/s exact link, 300 x 1000 B back to back: ideal gap {} ns, |error| median {} ns, p99 {} ns; received {} at {:.3} Mbit/s; own drops {}",
+        s.ideal.0,
+        s.median_error.0,
+        s.p99_error.0,
+        s.received,
+        s.received_rate.as_mbps(),
+        s.own_drops
+    );
+    assert_eq!(s.ideal, Dur::from_micros(400));
+    assert_eq!(s.received, 300, "packets lost on a loss-free link with a large buffer");
+    assert!(s.median_error < Dur::from_micros(20), "median spacing error {:?}", s.median_error);
+    assert!(s.p99_error < Dur::from_micros(200), "p99 spacing error {:?}", s.p99_error);
+    assert!((s.received_rate.as_mbps() - 20.0).abs() < 0.2, "received {:.3} Mbit/s", s.received_rate.as_mbps());
+}
+
+#[test]
+fn exact_link_drops_tail_at_its_packet_buffer() {
+    let Some(_g) = serial() else { return };
+    // 50 back-to-back packets into a 10-packet buffer at 1 Mbit/s: one in service, ten wait,
+    // the rest of the burst (arriving within microseconds) drops at the link's queue
+    let mut b = Bottleneck::new(Some(Rate::from_mbps(1)), Dur::from_millis(1));
+    b.buffer = Buffer::Packets(10);
+    let tb = Testbed::up(&Topology::dumbbell(1, b)).unwrap();
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 6000));
+    let rx = tb.run_in("r1", || Ok(UdpSocket::bind("0.0.0.0:6000")?)).unwrap();
+    tb.run_in("s1", move || {
+        let s = UdpSocket::bind("0.0.0.0:0")?;
+        for _ in 0..50 {
+            s.send_to(&[0u8; 172], dst)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let mut got = 0;
+    let mut buf = [0u8; 256];
+    while rx.recv(&mut buf).is_ok() {
+        got += 1;
+    }
+    let q = tb.queue_stats().unwrap();
+    let (fwd, _) = tb.delaybox_counters();
+    println!("received {got} of 50; link queue drops {}, queue_stats drops {}", fwd.queue_drops, q.drops);
+    // the box may also carry a stray packet of the kernel's own (IPv6 neighbour discovery)
+    assert!(fwd.packets_in >= 50, "the box did not see every packet");
+    assert!(got as u64 + fwd.queue_drops >= 50, "{got} received + {} dropped", fwd.queue_drops);
+    assert_eq!(q.drops, fwd.queue_drops, "queue_stats counts the link's drops");
+    // one in service plus ten waiting, give or take the reads' timing on a busy machine
+    assert!((11..=13).contains(&got), "received {got}");
+    tb.down().unwrap();
 }

@@ -40,6 +40,7 @@
 //!    own may call [`excursion::estimate_train`] directly.)
 //! 4. Optionally smooth several trains with [`excursion::Smoother`].
 
+pub mod autorange;
 pub mod compare;
 pub mod excursion;
 pub mod pathchirp;

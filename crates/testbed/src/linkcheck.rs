@@ -1,0 +1,142 @@
+//! `headroom testbed bench-link`: does the exact link ([`crate::delaybox`]) space packets at its
+//! rate? (issue 19)
+//!
+//! Per rate, a fresh two-host testbed whose bottleneck is an exact link of that rate (1 ms each
+//! way, a 100 000-packet buffer so nothing drops). `s1` floods `packets` UDP datagrams of `size`
+//! IP bytes back to back (at the veth's speed, far above the rate), `r1` receives them with kernel
+//! receive timestamps (`SO_TIMESTAMPNS`, taken when the packet enters `r1`'s namespace). On an
+//! exact link every gap between two consecutive arrivals is `size·8 / rate`; the check reports
+//! the median and 99th percentile of |gap − size·8/rate|, the rate the receiver saw over the
+//! whole flood, and the box's own drops. A rate is *sustained* when every packet arrived, the
+//! box dropped none of its own, and the received rate is within 1 % of the link's.
+
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use headroom_core::stats::Sorted;
+use headroom_core::{Bytes, Dur, Rate};
+
+use crate::bed::Testbed;
+use crate::topology::{Bottleneck, Buffer, Topology};
+
+/// IP + UDP header bytes.
+const HEADERS: usize = 28;
+const PORT: u16 = 6100;
+
+/// What one flood through one link measured.
+#[derive(Clone, Debug)]
+pub struct Spacing {
+    pub rate: Rate,
+    pub size: usize,
+    pub sent: u32,
+    pub received: usize,
+    /// `size·8 / rate`.
+    pub ideal: Dur,
+    /// Median and 99th percentile of |gap − ideal|.
+    pub median_error: Dur,
+    pub p99_error: Dur,
+    /// The rate over the flood at the receiver: (received − 1)·size·8 / (last − first arrival).
+    pub received_rate: Rate,
+    /// Drops of the delay box itself (TUN ring, overflow, write errors).
+    pub own_drops: u64,
+    /// The box's release lateness (write start − scheduled departure): mean and the bound of
+    /// its 99th percentile. Small lateness with large gap errors means the delay came after
+    /// the box (the receiving namespaces' softirq work on a loaded machine).
+    pub box_late_mean: Dur,
+    pub box_late_p99: Dur,
+}
+
+impl Spacing {
+    /// Every packet arrived, none dropped by the box, the rate within 1 %.
+    pub fn sustained(&self) -> bool {
+        self.received == self.sent as usize
+            && self.own_drops == 0
+            && (self.received_rate.as_mbps() / self.rate.as_mbps() - 1.0).abs() <= 0.01
+    }
+}
+
+/// The gap statistics of arrival times `t_ns` (in arrival order) against `ideal`.
+pub fn gap_errors(t_ns: &[u64], ideal: Dur) -> (Dur, Dur) {
+    let errs: Sorted = t_ns.windows(2).map(|w| (w[1] as f64 - w[0] as f64 - ideal.0 as f64).abs()).collect();
+    let at = |q| Dur(errs.quantile(q).unwrap_or(0.0).round() as u64);
+    (at(0.5), at(0.99))
+}
+
+/// Floods `packets` datagrams of `size` IP bytes through a fresh exact link of `rate`.
+pub fn link_spacing(rate: Rate, size: usize, packets: u32) -> Result<Spacing> {
+    if !(HEADERS + 4..=1500).contains(&size) {
+        return Err(anyhow!("size {size}: use {}..=1500 IP bytes (one unfragmented packet)", HEADERS + 4));
+    }
+    let mut b = Bottleneck::new(Some(rate), Dur::from_millis(1));
+    b.buffer = Buffer::Packets(100_000);
+    let tb = Testbed::up(&Topology::dumbbell(1, b))?;
+    let rx = tb.run_in("r1", || {
+        let s = UdpSocket::bind(("0.0.0.0", PORT))?;
+        headroom_net::timing::enable_rx_timestamps(&s)?;
+        crate::sys::set_socket_buffers(s.as_raw_fd(), 64 << 20);
+        Ok(s)
+    })?;
+    let receiver = std::thread::spawn(move || -> Result<Vec<u64>> {
+        let mut buf = vec![0u8; 2048];
+        let mut times = Vec::with_capacity(packets as usize);
+        rx.set_read_timeout(Some(Duration::from_secs(5)))?;
+        while times.len() < packets as usize {
+            match headroom_net::timing::recv_timestamped(&rx, &mut buf) {
+                Ok((_, t, _)) => times.push(t.0),
+                Err(_) => break,
+            }
+            // after the first packet, give up 300 ms after the last one
+            rx.set_read_timeout(Some(Duration::from_millis(300)))?;
+        }
+        Ok(times)
+    });
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1")?.addr, PORT));
+    let payload = vec![0u8; size - HEADERS];
+    tb.run_in("s1", move || {
+        let s = UdpSocket::bind("0.0.0.0:0")?;
+        crate::sys::set_socket_buffers(s.as_raw_fd(), 64 << 20);
+        for _ in 0..packets {
+            s.send_to(&payload, dst)?;
+        }
+        Ok(())
+    })?;
+    let times = receiver.join().map_err(|_| anyhow!("receiver panicked"))??;
+    let c = tb.delaybox_counters().0;
+    let own_drops = c.own_drops() + tb.tun_drops()?.0;
+    tb.down()?;
+    let ideal = Bytes(size as u64).time_at(rate);
+    let (median_error, p99_error) = gap_errors(&times, ideal);
+    let received_rate = match (times.first(), times.last()) {
+        (Some(a), Some(z)) if z > a => Bytes(((times.len() - 1) * size) as u64).per(Dur(z - a)),
+        _ => Rate::ZERO,
+    };
+    Ok(Spacing {
+        rate,
+        size,
+        sent: packets,
+        received: times.len(),
+        ideal,
+        median_error,
+        p99_error,
+        received_rate,
+        own_drops,
+        box_late_mean: c.mean_lateness(),
+        box_late_p99: c.lateness_quantile_bound(0.99),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gap_errors_of_a_jittered_train() {
+        // ideal 100 ns; gaps 100, 110, 90, 100, 150
+        let t = [0, 100, 210, 300, 400, 550];
+        let (med, p99) = gap_errors(&t, Dur(100));
+        assert_eq!(med, Dur(10));
+        assert_eq!(p99, Dur(50));
+    }
+}
