@@ -59,7 +59,9 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use headroom_core::cc::{AckAction, AckEvent, AckTimestamps, CongestionControl, Segment, SendBuffer, SentEvent, Window};
+use headroom_core::cc::{
+    AckAction, AckEvent, AckTimestamps, CongestionControl, Segment, SendBuffer, SentEvent, Window,
+};
 use headroom_core::imtcp::ImtcpBuffer;
 use headroom_core::rtt::RttEstimator;
 use headroom_core::sack::{ReceiverSack, SackBlocks, Scoreboard};

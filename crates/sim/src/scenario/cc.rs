@@ -66,22 +66,21 @@ pub enum CcKind {
 
 impl CcKind {
     /// Every name, in the order error messages list them.
-    pub const NAMES: &'static [&'static str] =
-        &[
-            "reno",
-            "newreno",
-            "becc",
-            "becc-newreno",
-            "vegas",
-            "nice",
-            "lp",
-            "ledbat",
-            "imtcp-bg",
-            "imtcp-background",
-            "cubic",
-            "highspeed",
-            "westwood+",
-        ];
+    pub const NAMES: &'static [&'static str] = &[
+        "reno",
+        "newreno",
+        "becc",
+        "becc-newreno",
+        "vegas",
+        "nice",
+        "lp",
+        "ledbat",
+        "imtcp-bg",
+        "imtcp-background",
+        "cubic",
+        "highspeed",
+        "westwood+",
+    ];
 
     /// Whether the controller's recovery fits RFC 6675's SACK recovery: it stays in recovery
     /// until the recovery point is acknowledged (NewReno's rule). Reno, which leaves recovery at
