@@ -5,6 +5,7 @@
 
 use headroom_core::cc::becc::Becc;
 use headroom_core::cc::imtcp_bg::{ImtcpBackground, ImtcpBg};
+use headroom_core::cc::imtcp_fullspeed::ImtcpFullSpeed;
 use headroom_core::cc::ledbat::Ledbat;
 use headroom_core::cc::lp::Lp;
 use headroom_core::cc::nice::Nice;
@@ -26,6 +27,9 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::Cubic => Box::new(Cubic::cubic(cfg)),
         CcKind::HighSpeed => Box::new(HighSpeed::highspeed(cfg)),
         CcKind::WestwoodPlus => Box::new(WestwoodPlus::westwood_plus(cfg)),
+        CcKind::ImtcpFullSpeed { h } => {
+            Box::new(ImtcpFullSpeed::full_speed(h, cfg).expect("validated by the scenario"))
+        }
         CcKind::ImtcpBg(c) => Box::new(ImtcpBg::new(c, cfg)),
         CcKind::ImtcpBackground(c) => Box::new(ImtcpBackground::new(c, cfg)),
         CcKind::Vegas(c) => Box::new(Vegas::new(c, cfg).expect("validated by the scenario")),

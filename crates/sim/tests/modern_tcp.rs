@@ -1,5 +1,5 @@
-//! Today's TCP in the simulator (issue 13): CUBIC, HighSpeed TCP and Westwood+ by scenario key,
-//! and SACK's default and its refusal with Reno's recovery.
+//! Today's TCP in the simulator (issue 13): CUBIC, HighSpeed TCP, Westwood+ and ImTCP's full-speed
+//! mode by scenario key, and SACK's default and its refusal with Reno's recovery.
 
 mod common;
 
@@ -60,4 +60,26 @@ fn sack_is_on_by_default_where_the_recovery_fits_and_refused_with_reno() {
     let sc = Scenario::parse(&bad, "t.toml").unwrap();
     let e = World::new(&sc, None).err().expect("reno with SACK is refused");
     assert!(e.contains("tcp[0]") && e.contains("sack = true") && e.contains("reno"), "{e}");
+}
+
+#[test]
+fn full_speed_mode_keeps_its_rate_through_random_loss_and_is_reno_with_h_one() {
+    // ImTCP Fig. 16's situation on the test path: 0.1 % random loss. The full-speed mode regrows
+    // toward A·RTT at up to h segments per RTT after each loss; NewReno (both without SACK, as
+    // the full-speed mode runs by default) one per RTT.
+    let rate = |cc: &str| {
+        let flows = format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = {cc}\nsack = false");
+        let (_, r) = run(&path(&flows, "loss = 0.001"));
+        r.flows[0].throughput_mbps
+    };
+    let full = rate("\"imtcp-fullspeed\"");
+    let newreno = rate("\"newreno\"");
+    let reno_like = rate("{ name = \"imtcp-fullspeed\", h = 1.0 }");
+    assert!(full > 1.5 * newreno, "full-speed {full:.2} vs NewReno {newreno:.2} Mb/s");
+    // With h = 1 only ImTCP's buffer differs from NewReno (it shapes, it does not change the
+    // window): within 15 %.
+    assert!((reno_like - newreno).abs() <= 0.15 * newreno, "h = 1: {reno_like:.2} vs NewReno {newreno:.2} Mb/s");
+    let bad = path("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = { name = \"imtcp-fullspeed\", h = -1 }", "");
+    let e = Scenario::parse(&bad, "t.toml").expect_err("h must be positive").to_string();
+    assert!(e.contains("`h`"), "{e}");
 }

@@ -7,7 +7,8 @@
 //! - [`window_rule`] — Reno's loss recovery with another growth and reduction rule, the frame of:
 //!   - [`highspeed`] — HighSpeed TCP (RFC 3649);
 //!   - [`cubic`] — CUBIC (RFC 9438, Linux defaults);
-//!   - [`westwood`] — Westwood+ (BWE × RTT_min after a loss).
+//!   - [`westwood`] — Westwood+ (BWE × RTT_min after a loss);
+//!   - [`imtcp_fullspeed`] — ImTCP's full-speed mode (§5.2), growth from the inline estimate.
 //! - [`imtcp_bg`] — ImTCP-bg (Tsugawa et al., seed 000) and ImTCP's background mode (§5.1),
 //!   bounds on Reno's window from ImTCP's measurement, plus [`ImtcpBgLimit`] for drivers that do
 //!   not own the window.
@@ -52,6 +53,7 @@ pub mod becc;
 pub mod cubic;
 pub mod highspeed;
 pub mod imtcp_bg;
+pub mod imtcp_fullspeed;
 pub mod ledbat;
 pub mod lp;
 pub mod nice;

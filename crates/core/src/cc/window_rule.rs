@@ -30,7 +30,7 @@
 
 use crate::cc::reno::{Recovery, Reno, RenoConfig};
 use crate::cc::{AckAction, AckEvent, CongestionControl, SentEvent, Window};
-use crate::units::{Bytes, Time};
+use crate::units::{Bytes, Rate, Time};
 
 /// The part of a Reno-family controller that differs from Reno.
 pub trait WindowRule {
@@ -38,6 +38,9 @@ pub trait WindowRule {
     fn name(&self) -> &'static str;
     /// Every ACK, before the window changes.
     fn on_ack(&mut self, _ev: &AckEvent) {}
+    /// A result of the inline measurement below the sender (see
+    /// [`CongestionControl::on_estimate`]).
+    fn on_estimate(&mut self, _now: Time, _available: Rate) {}
     /// Bytes added to `cwnd` by this ACK of new data in congestion avoidance.
     fn increase(&mut self, ev: &AckEvent, cwnd: Bytes) -> Bytes;
     /// `ssthresh` after a congestion event detected by duplicate ACKs at `now`, with the window
@@ -117,6 +120,10 @@ impl<R: WindowRule> CongestionControl for RenoRecovery<R> {
 
     fn on_sent(&mut self, ev: &SentEvent) {
         self.reno.on_sent(ev);
+    }
+
+    fn on_estimate(&mut self, now: Time, available: Rate) {
+        self.rule.on_estimate(now, available);
     }
 
     fn window(&self) -> Window {

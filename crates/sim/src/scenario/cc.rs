@@ -62,6 +62,8 @@ pub enum CcKind {
     HighSpeed,
     /// TCP Westwood+ (BWE × RTT_min after a loss).
     WestwoodPlus,
+    /// ImTCP's full-speed mode (ImTCP §5.2) over ImTCP's buffer (`[[tcp]]` only); key `h`.
+    ImtcpFullSpeed { h: f64 },
 }
 
 impl CcKind {
@@ -80,6 +82,7 @@ impl CcKind {
         "cubic",
         "highspeed",
         "westwood+",
+        "imtcp-fullspeed",
     ];
 
     /// Whether the controller's recovery fits RFC 6675's SACK recovery: it stays in recovery
@@ -103,7 +106,7 @@ impl CcKind {
 
     /// Whether the controller reads ImTCP's measurement (the sender then gets ImTCP's buffer).
     pub fn needs_inline_measurement(&self) -> bool {
-        matches!(self, CcKind::ImtcpBg(_) | CcKind::ImtcpBackground(_))
+        matches!(self, CcKind::ImtcpBg(_) | CcKind::ImtcpBackground(_) | CcKind::ImtcpFullSpeed { .. })
     }
 
     /// The name scenario files and reports use.
@@ -122,6 +125,7 @@ impl CcKind {
             CcKind::Cubic => "cubic",
             CcKind::HighSpeed => "highspeed",
             CcKind::WestwoodPlus => "westwood+",
+            CcKind::ImtcpFullSpeed { .. } => "imtcp-fullspeed",
         }
     }
 
@@ -141,6 +145,7 @@ impl CcKind {
             "cubic" => CcKind::Cubic,
             "highspeed" => CcKind::HighSpeed,
             "westwood+" => CcKind::WestwoodPlus,
+            "imtcp-fullspeed" => CcKind::ImtcpFullSpeed { h: headroom_core::cc::imtcp_fullspeed::DEFAULT_H },
             _ => return Err(format!("unknown congestion control `{name}` (known: {})", CcKind::NAMES.join(", "))),
         })
     }
@@ -175,6 +180,9 @@ impl CcKind {
             CcKind::ImtcpBackground(mut c) => {
                 rest.try_into::<BackgroundKeys>().map_err(keys)?.apply(&mut c);
                 CcKind::ImtcpBackground(c)
+            }
+            CcKind::ImtcpFullSpeed { h } => {
+                CcKind::ImtcpFullSpeed { h: rest.try_into::<FullSpeedKeys>().map_err(keys)?.h.unwrap_or(h) }
             }
             CcKind::Reno
             | CcKind::NewReno
@@ -211,6 +219,9 @@ impl CcKind {
             CcKind::Ledbat(c) => c.validate(),
             CcKind::ImtcpBg(c) => c.validate(),
             CcKind::ImtcpBackground(c) => c.validate(),
+            CcKind::ImtcpFullSpeed { h } => headroom_core::cc::imtcp_fullspeed::FullSpeedRule::new(*h)
+                .map(|_| ())
+                .map_err(|e| format!("key `h`: {e}")),
         }
     }
 }
@@ -378,6 +389,13 @@ impl BackgroundKeys {
             c.gamma = x;
         }
     }
+}
+
+/// The full-speed mode's keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FullSpeedKeys {
+    h: Option<f64>,
 }
 
 /// LEDBAT's keys.
