@@ -348,6 +348,24 @@ impl Admission {
     ) -> Result<u64, Refusal> {
         self.in_flight.retain(|_, f| f.expires > now);
         let busy = |cap| Refusal { reason: RejectReason::Busy, cap, retry_after: Duration::from_millis(500) };
+        // The per-window budget first: its answer holds for the rest of the window, where "in
+        // flight" or "busy" would send the client back in 500 ms to be refused again (and which
+        // of the two a client saw depended on whether its last train's release had run yet).
+        if self.recent.len() > 10_000 {
+            let w = config.window;
+            self.recent.retain(|_, (t, _)| now.saturating_duration_since(*t) < w);
+        }
+        let entry = self.recent.entry(peer.ip()).or_insert((now, 0));
+        if now.saturating_duration_since(entry.0) >= config.window {
+            *entry = (now, 0);
+        }
+        if entry.1 >= config.trains_per_window {
+            return Err(Refusal {
+                reason: RejectReason::TooMany,
+                cap: Some(Cap { kind: CapKind::TrainsPerWindow, value: config.trains_per_window as u64 }),
+                retry_after: config.window.saturating_sub(now.saturating_duration_since(entry.0)),
+            });
+        }
         if self.in_flight.contains_key(&peer) {
             return Err(Refusal { reason: RejectReason::InFlight, ..busy(None) });
         }
@@ -365,21 +383,7 @@ impl Admission {
                 ..busy(Some(Cap { kind: CapKind::TotalRate, value: config.max_rate.bps() }))
             });
         }
-        if self.recent.len() > 10_000 {
-            let w = config.window;
-            self.recent.retain(|_, (t, _)| now.saturating_duration_since(*t) < w);
-        }
-        let entry = self.recent.entry(peer.ip()).or_insert((now, 0));
-        if now.saturating_duration_since(entry.0) >= config.window {
-            *entry = (now, 0);
-        }
-        if entry.1 >= config.trains_per_window {
-            return Err(Refusal {
-                reason: RejectReason::TooMany,
-                cap: Some(Cap { kind: CapKind::TrainsPerWindow, value: config.trains_per_window as u64 }),
-                retry_after: config.window.saturating_sub(now.saturating_duration_since(entry.0)),
-            });
-        }
+        let entry = self.recent.get_mut(&peer.ip()).expect("inserted above");
         entry.1 += 1;
         self.serial += 1;
         let ends = now + Duration::from_nanos(train.length.0);
