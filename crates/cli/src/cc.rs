@@ -69,6 +69,11 @@ fn load(a: LoadArgs) -> Result<()> {
         }
         wanted.push(c);
     }
+    // Block the signals before anything is registered, so that a SIGTERM arriving right after
+    // the kernel lists a controller waits for `sigwait` below and unregisters cleanly instead
+    // of killing the process (the kernel would unregister on exit, but the exit status would
+    // say "killed").
+    let signals = block_signals()?;
     let mut held: Vec<Registered> = Vec::new();
     for c in wanted {
         let opts = LoadOptions {
@@ -103,15 +108,15 @@ fn load(a: LoadArgs) -> Result<()> {
         println!("{}", r.name());
     }
     eprintln!("select per socket with setsockopt(TCP_CONGESTION); holding until Ctrl-C / SIGTERM");
-    let sig = wait_for_signal()?;
+    let sig = wait_for_signal(&signals)?;
     eprintln!("signal {sig}: unregistering");
     drop(held);
     Ok(())
 }
 
-/// Blocks SIGINT, SIGTERM and SIGHUP and waits for one of them.
-fn wait_for_signal() -> Result<i32> {
-    // SAFETY: sigset manipulation on a local set; sigwait on the signals blocked here.
+/// Blocks SIGINT, SIGTERM and SIGHUP (they stay pending until [`wait_for_signal`]).
+fn block_signals() -> Result<libc::sigset_t> {
+    // SAFETY: sigset manipulation on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
@@ -121,12 +126,18 @@ fn wait_for_signal() -> Result<i32> {
         if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
             bail!("blocking signals failed");
         }
-        let mut sig = 0;
-        if libc::sigwait(&set, &mut sig) != 0 {
-            bail!("sigwait failed");
-        }
-        Ok(sig)
+        Ok(set)
     }
+}
+
+/// Waits for one of the signals [`block_signals`] blocked (returns at once if one is pending).
+fn wait_for_signal(set: &libc::sigset_t) -> Result<i32> {
+    let mut sig = 0;
+    // SAFETY: sigwait on a set of signals this thread blocked.
+    if unsafe { libc::sigwait(set, &mut sig) } != 0 {
+        bail!("sigwait failed");
+    }
+    Ok(sig)
 }
 
 fn list() -> Result<()> {
