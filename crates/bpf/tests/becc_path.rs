@@ -166,7 +166,9 @@ fn testbed_scenario_flows_select_headroom_kernel_controllers_by_cc() {
         eprintln!("{}: {:.2} Mbit/s; {}", f.name, f.throughput.as_mbps(), f.detail);
         // The sender ran with the run's registered name (h<pid><n>_<tag>), not a kernel built-in.
         assert!(f.detail.starts_with("cc h"), "{}: {}", f.name, f.detail);
-        assert!(f.throughput.as_mbps() > 1.0, "{} moved data", f.name);
+        // Moved data; no rate is asserted: TCP-LP yields to the other two by design (a fresh-clone
+        // CI run measured it at 0.97 Mbit/s beside BECC and LEDBAT on this 30 Mbit/s path).
+        assert!(f.throughput.as_mbps() > 0.1, "{} moved data", f.name);
     }
     assert_eq!(out.flows.len(), 3);
     assert_eq!(std::fs::read_to_string(headroom_bpf::AVAILABLE_SYSCTL).unwrap(), before, "unregistered after the run");
