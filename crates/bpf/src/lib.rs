@@ -274,17 +274,26 @@ pub fn pinned() -> Vec<String> {
     v
 }
 
-/// Removes the pin of `name`; the controller is unregistered once nothing else holds it.
-/// `Ok(false)`: there was no such pin.
+/// Removes the pin of `name`, and headroom's pin folders once empty; the controller is
+/// unregistered once nothing else holds it. `Ok(false)`: there was no such pin.
 pub fn unpin(name: &str) -> Result<bool, String> {
     if !valid_name(name) {
         return Err(LoadError::BadName(name.into()).to_string());
     }
-    match std::fs::remove_file(pin_path(name)) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(format!("removing {}: {e}", pin_path(name).display())),
+    let removed = match std::fs::remove_file(pin_path(name)) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(format!("removing {}: {e}", pin_path(name).display())),
+    };
+    // The last pin takes headroom's folders with it (`remove_dir` leaves a folder that still
+    // holds another pin), so nothing of headroom's stays in bpffs.
+    let dir = Path::new(PIN_DIR);
+    if std::fs::remove_dir(dir).is_ok() {
+        if let Some(parent) = dir.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
+    Ok(removed)
 }
 
 /// Mounts bpffs on `/sys/fs/bpf` unless one is there.

@@ -30,12 +30,12 @@ fn can_run() -> bool {
     }
 }
 
-/// Unpins whatever this test pinned, also when it fails.
+/// Unpins whatever this test pinned (and headroom's emptied pin folders), also when it fails.
 struct Unpin(Vec<String>);
 impl Drop for Unpin {
     fn drop(&mut self) {
         for n in &self.0 {
-            let _ = std::fs::remove_file(format!("/sys/fs/bpf/headroom/cc/{n}"));
+            let _ = headroom_bpf::unpin(n);
         }
     }
 }
@@ -54,6 +54,8 @@ fn load_pin_list_unload_round_trip() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = available();
+    let pin_root = std::path::Path::new(headroom_bpf::PIN_DIR).parent().unwrap().to_path_buf();
+    let had_pin_root = pin_root.exists();
     let prefix = format!("c{:x}", std::process::id() & 0xffff);
     let names: Vec<String> = ["becc", "lp", "ledbat"].iter().map(|c| format!("{prefix}{c}")).collect();
     let _guard = Unpin(names.clone());
@@ -77,6 +79,9 @@ fn load_pin_list_unload_round_trip() {
         assert!(text(&o).contains(&format!("unregistered {n}")), "{}", text(&o));
     }
     assert_eq!(available(), before);
+    if !had_pin_root {
+        assert!(!pin_root.exists(), "unload leaves nothing in bpffs: {} remains", pin_root.display());
+    }
     let o = headroom(&["cc", "unload", &names[0]]);
     assert!(!o.status.success());
     assert!(text(&o).contains("not registered"), "{}", text(&o));
