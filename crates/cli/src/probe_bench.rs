@@ -36,8 +36,6 @@
 //!
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -48,7 +46,7 @@ use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
 use headroom_testbed::topology::{Buffer, Shaper};
-use headroom_testbed::traffic::{udp_receive, udp_send, Pattern, UdpGen, GENERATOR_PRIORITY};
+use headroom_testbed::traffic::{PoissonCross, GENERATOR_PRIORITY};
 use headroom_testbed::{Bottleneck, Testbed, Topology};
 
 #[derive(Args, Debug, Clone)]
@@ -156,7 +154,6 @@ pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
 
 fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
     let server_ip = tb.host("s1")?.addr;
-    let cross_dst = tb.host("r2")?.addr;
     let realtime = !a.no_realtime;
     let server = tb.run_in("s1", move || {
         let s = Server::bind(("0.0.0.0", SERVER_PORT), ServerConfig::default())?;
@@ -169,42 +166,14 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
     let server_addr = std::net::SocketAddr::new(server_ip.into(), SERVER_PORT);
     let mut rows = Vec::new();
     for (k, &cross) in a.levels.iter().enumerate() {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
+        let cross_traffic =
+            PoissonCross::start(tb, ("s2", "r2"), CROSS_PORT, cross, CROSS_SIZE, (1 + k as u64, k as u32))?;
         if cross > Rate::ZERO {
-            let rx_sock = tb.run_in("r2", || Ok(std::net::UdpSocket::bind(("0.0.0.0", CROSS_PORT))?))?;
-            let st = stop.clone();
-            threads.push(tb.spawn_in("r2", move || {
-                udp_receive(&rx_sock, None, &st, Duration::from_secs(3600), false)?;
-                Ok(())
-            })?);
-            let st = stop.clone();
-            let gen = UdpGen {
-                dst: std::net::SocketAddr::new(cross_dst.into(), CROSS_PORT),
-                rate: cross,
-                size: CROSS_SIZE,
-                pattern: Pattern::Poisson,
-                duration: Dur::from_secs(3600),
-                seed: 1 + k as u64,
-                flow_id: k as u32,
-                realtime: true,
-            };
-            threads.push(tb.spawn_in("s2", move || {
-                let sock = std::net::UdpSocket::bind(("0.0.0.0", 0))?;
-                udp_send(&sock, &gen, None, Some(&st))?;
-                Ok(())
-            })?);
             std::thread::sleep(Duration::from_secs(2));
         }
         eprintln!("cross traffic {cross}: {} trains per method", a.trains);
         let level = run_level(tb, a, server_addr, cross);
-        stop.store(true, Ordering::SeqCst);
-        for t in threads {
-            match t.join() {
-                Ok(r) => r.context("cross traffic")?,
-                Err(_) => bail!("a cross-traffic thread panicked"),
-            }
-        }
+        cross_traffic.stop()?;
         rows.extend(level?);
     }
     server.shutdown();

@@ -35,7 +35,7 @@ use headroom_net::transfer::{
 };
 use headroom_testbed::sys;
 use headroom_testbed::topology::Buffer;
-use headroom_testbed::traffic::{udp_receive, udp_send, Pattern, UdpGen, GENERATOR_PRIORITY};
+use headroom_testbed::traffic::{PoissonCross, GENERATOR_PRIORITY};
 use headroom_testbed::{Bottleneck, Testbed, Topology};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -113,9 +113,6 @@ pub fn run_send_bench(a: SendBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Helper threads of a run (receivers, cross traffic), stopped by one flag.
-type Helpers = (Arc<AtomicBool>, Vec<std::thread::JoinHandle<Result<()>>>);
-
 /// A receiver in `host` serving until the returned flag is set.
 fn start_receiver(tb: &Testbed, host: &str) -> Result<(Arc<AtomicBool>, std::thread::JoinHandle<Result<()>>)> {
     let rx = tb.run_in(host, || Ok(Receiver::bind(("0.0.0.0", PORT), ReceiverConfig::default())?))?;
@@ -126,39 +123,6 @@ fn start_receiver(tb: &Testbed, host: &str) -> Result<(Arc<AtomicBool>, std::thr
         Ok(())
     })?;
     Ok((stop, t))
-}
-
-/// Poisson cross traffic `s2 → r2` until the flag is set.
-fn start_cross(tb: &Testbed, rate: Rate, seed: u64) -> Result<Helpers> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
-    if rate == Rate::ZERO {
-        return Ok((stop, threads));
-    }
-    let dst = tb.host("r2")?.addr;
-    let rx_sock = tb.run_in("r2", || Ok(std::net::UdpSocket::bind(("0.0.0.0", CROSS_PORT))?))?;
-    let st = stop.clone();
-    threads.push(tb.spawn_in("r2", move || {
-        udp_receive(&rx_sock, None, &st, Duration::from_secs(3600), false)?;
-        Ok(())
-    })?);
-    let st = stop.clone();
-    let gen = UdpGen {
-        dst: SocketAddr::new(dst.into(), CROSS_PORT),
-        rate,
-        size: CROSS_SIZE,
-        pattern: Pattern::Poisson,
-        duration: Dur::from_secs(3600),
-        seed,
-        flow_id: seed as u32,
-        realtime: true,
-    };
-    threads.push(tb.spawn_in("s2", move || {
-        let sock = std::net::UdpSocket::bind(("0.0.0.0", 0))?;
-        udp_send(&sock, &gen, None, Some(&st))?;
-        Ok(())
-    })?);
-    Ok((stop, threads))
 }
 
 fn stop_all(stop: &AtomicBool, threads: Vec<std::thread::JoinHandle<Result<()>>>) -> Result<()> {
@@ -293,7 +257,8 @@ fn measure_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     );
     let mut goals = Vec::new();
     for (k, &cross) in a.levels.iter().enumerate() {
-        let (cs, ct) = start_cross(tb, cross, 1 + k as u64)?;
+        let cross_traffic =
+            PoissonCross::start(tb, ("s2", "r2"), CROSS_PORT, cross, CROSS_SIZE, (1 + k as u64, 1 + k as u32))?;
         std::thread::sleep(Duration::from_secs(if cross > Rate::ZERO { 2 } else { 0 }));
         let mut c = ControlConfig::default();
         c.measurement.stream_len = a.stream_len;
@@ -306,7 +271,7 @@ fn measure_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             ..SendOptions::default()
         };
         let rep = measured_send(tb, opts);
-        stop_all(&cs, ct)?;
+        cross_traffic.stop()?;
         let rep = rep?;
         let truth = a.rate.as_mbps() - cross.as_mbps();
         let real: Vec<(f64, f64)> = rep.estimates.iter().map(|e| (e.time.as_secs_f64(), e.value.as_mbps())).collect();

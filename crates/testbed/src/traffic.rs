@@ -531,3 +531,64 @@ pub fn web_client(
     }
     Ok(pages)
 }
+
+/// Poisson UDP cross traffic between two testbed hosts, running on their threads until
+/// [`PoissonCross::stop`]: a receiver on `to` that drains `port`, and a generator on `from`
+/// sending `size`-byte datagrams at `rate` (real-time priority). The benchmarks' cross traffic.
+pub struct PoissonCross {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl PoissonCross {
+    /// Starts it; a zero `rate` starts nothing (and [`PoissonCross::stop`] has nothing to stop).
+    pub fn start(
+        tb: &crate::Testbed,
+        (from, to): (&str, &str),
+        port: u16,
+        rate: Rate,
+        size: usize,
+        (seed, flow_id): (u64, u32),
+    ) -> Result<PoissonCross> {
+        let mut cross = PoissonCross { stop: Arc::new(AtomicBool::new(false)), threads: Vec::new() };
+        if rate == Rate::ZERO {
+            return Ok(cross);
+        }
+        let dst = SocketAddr::new(tb.host(to)?.addr.into(), port);
+        let rx_sock = tb.run_in(to, move || Ok(UdpSocket::bind(("0.0.0.0", port))?))?;
+        let st = cross.stop.clone();
+        cross.threads.push(tb.spawn_in(to, move || {
+            udp_receive(&rx_sock, None, &st, Duration::from_secs(3600), false)?;
+            Ok(())
+        })?);
+        let st = cross.stop.clone();
+        let gen = UdpGen {
+            dst,
+            rate,
+            size,
+            pattern: Pattern::Poisson,
+            duration: Dur::from_secs(3600),
+            seed,
+            flow_id,
+            realtime: true,
+        };
+        cross.threads.push(tb.spawn_in(from, move || {
+            let sock = UdpSocket::bind(("0.0.0.0", 0))?;
+            udp_send(&sock, &gen, None, Some(&st))?;
+            Ok(())
+        })?);
+        Ok(cross)
+    }
+
+    /// Stops both threads and reports the first error either had.
+    pub fn stop(self) -> Result<()> {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            match t.join() {
+                Ok(r) => r.context("cross traffic")?,
+                Err(_) => bail!("a cross-traffic thread panicked"),
+            }
+        }
+        Ok(())
+    }
+}
