@@ -143,11 +143,6 @@ impl Scoreboard {
         self.ranges.splice(i..j, [(ns, ne)]);
     }
 
-    /// Forgets everything (a receiver that reneged; not used by headroom's receivers).
-    pub fn clear(&mut self) {
-        self.ranges.clear();
-    }
-
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
@@ -203,35 +198,29 @@ impl Scoreboard {
     /// below `high_rxt` was retransmitted in this recovery. `seg_len(seq)` gives the length of
     /// the segment starting at `seq`.
     pub fn pipe(&self, snd_una: u64, high_data: u64, high_rxt: u64, mss: u64, seg_len: impl Fn(u64) -> u64) -> u64 {
-        // Walk the segments from the top down, counting SACKed bytes and ranges above each.
+        // One pass up the segments; the SACKed bytes and ranges starting above each segment are
+        // the totals less those of the ranges already passed.
+        let total_bytes: u64 = self.ranges.iter().map(|&(s, e)| e - s).sum();
+        let (mut passed_bytes, mut passed) = (0u64, 0usize);
         let mut pipe = 0;
         let mut seq = snd_una;
-        let mut starts = Vec::new();
         while seq < high_data {
-            starts.push(seq);
-            seq += seg_len(seq).max(1);
-        }
-        let mut above_bytes = 0u64;
-        let mut above_ranges = 0u64;
-        let mut r = self.ranges.len();
-        for &s in starts.iter().rev() {
-            let len = seg_len(s).max(1);
-            // Ranges entirely above this segment's first byte.
-            while r > 0 && self.ranges[r - 1].0 > s {
-                above_bytes += self.ranges[r - 1].1 - self.ranges[r - 1].0;
-                above_ranges += 1;
-                r -= 1;
+            let len = seg_len(seq).max(1);
+            while passed < self.ranges.len() && self.ranges[passed].0 <= seq {
+                passed_bytes += self.ranges[passed].1 - self.ranges[passed].0;
+                passed += 1;
             }
-            if self.is_sacked(s) {
-                continue;
+            if !self.is_sacked(seq) {
+                let (above_bytes, above_ranges) = (total_bytes - passed_bytes, (self.ranges.len() - passed) as u64);
+                let lost = above_ranges >= DUP_THRESH || above_bytes > (DUP_THRESH - 1) * mss;
+                if !lost {
+                    pipe += len;
+                }
+                if seq < high_rxt {
+                    pipe += len;
+                }
             }
-            let lost = above_ranges >= DUP_THRESH || above_bytes > (DUP_THRESH - 1) * mss;
-            if !lost {
-                pipe += len;
-            }
-            if s < high_rxt {
-                pipe += len;
-            }
+            seq += len;
         }
         pipe
     }

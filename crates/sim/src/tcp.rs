@@ -433,37 +433,45 @@ impl TcpConn {
                     break;
                 }
             }
-            let seq = self.snd_nxt;
-            let retransmission = seq < self.snd_max;
-            self.snd_nxt += len;
-            self.snd_max = self.snd_max.max(self.snd_nxt);
-            self.last_send = now;
-            if !retransmission && self.karn.is_none() && !self.params.timestamps {
-                self.karn = Some((seq, now));
-            }
-            if retransmission {
-                self.counters.retransmits += 1;
-            } else {
-                self.sent_log.push_back((seq + len, self.delivered, now));
-            }
-            let seg = Segment { seq, len: Bytes(len), retransmission };
-            self.cc.on_sent(&SentEvent {
-                now,
-                seq,
-                len: Bytes(len),
-                retransmission,
-                in_flight: Bytes(self.snd_max - self.snd_una),
-            });
-            match self.buffer.as_dyn_mut() {
-                Some(b) => b.release(now, seg),
-                None => self.put_on_wire(net, seg),
-            }
+            self.send_next_segment(net);
             if self.rto_deadline.is_none() {
                 self.arm_rto(net);
             }
         }
         self.drain_buffer(net);
         self.schedule_controller_timer(net);
+    }
+
+    /// Sends the segment at `snd_nxt` (new data, or go-back-N after a timeout) through the send
+    /// buffer, and advances `snd_nxt`.
+    fn send_next_segment(&mut self, net: &mut Net) {
+        let now = net.now;
+        let seq = self.snd_nxt;
+        let len = self.seg_len(seq);
+        let retransmission = seq < self.snd_max;
+        self.snd_nxt += len;
+        self.snd_max = self.snd_max.max(self.snd_nxt);
+        self.last_send = now;
+        if !retransmission && self.karn.is_none() && !self.params.timestamps {
+            self.karn = Some((seq, now));
+        }
+        if retransmission {
+            self.counters.retransmits += 1;
+        } else {
+            self.sent_log.push_back((seq + len, self.delivered, now));
+        }
+        let seg = Segment { seq, len: Bytes(len), retransmission };
+        self.cc.on_sent(&SentEvent {
+            now,
+            seq,
+            len: Bytes(len),
+            retransmission,
+            in_flight: Bytes(self.snd_max - self.snd_una),
+        });
+        match self.buffer.as_dyn_mut() {
+            Some(b) => b.release(now, seg),
+            None => self.put_on_wire(net, seg),
+        }
     }
 
     /// RFC 6675 §5 step (C): during a SACK recovery, send while `cwnd − pipe ≥ 1 SMSS`, where
@@ -473,25 +481,26 @@ impl TcpConn {
     /// a lost hole, else new data, else any hole below the highest SACKed byte.
     fn send_in_sack_recovery(&mut self, net: &mut Net) {
         let mss = self.params.mss as u64;
-        let total = self.total;
-        let seg_len = |seq: u64| (mss).min(total - seq);
         // The scoreboard does not change while this runs: once a rule finds nothing above
         // HighRxt it finds nothing for the rest of the call.
         let (mut lost_left, mut holes_left) = (true, true);
-        while self.sack_recovery.is_some_and(|r| r.sndcnt >= mss.min(seg_len(self.snd_una))) {
+        while self.sack_recovery.is_some_and(|r| r.sndcnt >= self.seg_len(self.snd_una)) {
             let high_rxt = self.sack_recovery.map_or(self.snd_una, |r| r.high_rxt.max(self.snd_una));
             let new_data = self.snd_max < self.total && self.sending;
             let mut hole = None;
             if lost_left {
-                hole = self.scoreboard.next_seg(high_rxt, self.snd_max, mss, false, seg_len);
+                hole = self.scoreboard.next_seg(high_rxt, self.snd_max, mss, false, |q| self.seg_len(q));
                 lost_left = hole.is_some();
             }
             if hole.is_none() && !new_data && holes_left {
-                hole = self.scoreboard.next_seg(high_rxt, self.snd_max, mss, true, seg_len);
+                hole = self.scoreboard.next_seg(high_rxt, self.snd_max, mss, true, |q| self.seg_len(q));
                 holes_left = hole.is_some();
             }
+            let len = match hole {
+                Some(seq) => self.seg_len(seq),
+                None => self.seg_len(self.snd_max),
+            };
             if let Some(seq) = hole {
-                let len = seg_len(seq);
                 if let Some(r) = self.sack_recovery.as_mut() {
                     r.high_rxt = seq + len;
                     r.prr_out += len;
@@ -500,24 +509,7 @@ impl TcpConn {
                 self.retransmit(net, seq);
             } else if new_data {
                 self.snd_nxt = self.snd_max;
-                let seq = self.snd_nxt;
-                let len = seg_len(seq);
-                self.snd_nxt += len;
-                self.snd_max = self.snd_nxt;
-                self.last_send = net.now;
-                self.sent_log.push_back((seq + len, self.delivered, net.now));
-                let seg = Segment { seq, len: Bytes(len), retransmission: false };
-                self.cc.on_sent(&SentEvent {
-                    now: net.now,
-                    seq,
-                    len: Bytes(len),
-                    retransmission: false,
-                    in_flight: Bytes(self.snd_max - self.snd_una),
-                });
-                match self.buffer.as_dyn_mut() {
-                    Some(b) => b.release(net.now, seg),
-                    None => self.put_on_wire(net, seg),
-                }
+                self.send_next_segment(net);
                 if let Some(r) = self.sack_recovery.as_mut() {
                     r.prr_out += len;
                     r.sndcnt = r.sndcnt.saturating_sub(len);
@@ -535,12 +527,11 @@ impl TcpConn {
     /// most one segment more than was delivered.
     fn prr_on_ack(&mut self, delivered: u64) {
         let mss = self.params.mss as u64;
-        let total = self.total;
-        let seg_len = |seq: u64| (mss).min(total - seq);
         let Some(rec) = self.sack_recovery else { return };
         let win = self.cc.window();
         let ssthresh = Window { cwnd: win.ssthresh.min(win.cwnd), ..win }.send_window(Bytes(self.params.max_window)).0;
-        let pipe = self.scoreboard.pipe(self.snd_una, self.snd_max, rec.high_rxt.max(self.snd_una), mss, seg_len);
+        let high_rxt = rec.high_rxt.max(self.snd_una);
+        let pipe = self.scoreboard.pipe(self.snd_una, self.snd_max, high_rxt, mss, |q| self.seg_len(q));
         let prr_delivered = rec.prr_delivered + delivered;
         let sndcnt = if pipe > ssthresh {
             let allowed = (prr_delivered as u128 * ssthresh as u128).div_ceil(rec.recover_fs.max(1) as u128) as u64;

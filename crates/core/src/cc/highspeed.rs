@@ -29,7 +29,7 @@
 //! - Loss recovery is NewReno's (see [`crate::cc::window_rule`]).
 
 use crate::cc::reno::{Recovery, RenoConfig};
-use crate::cc::window_rule::{RenoRecovery, WindowRule};
+use crate::cc::window_rule::{reno_increase, RenoRecovery, WindowRule};
 use crate::cc::AckEvent;
 use crate::math::{exp, ln};
 use crate::units::{Bytes, Time};
@@ -87,8 +87,7 @@ impl WindowRule for HighSpeedRule {
     fn increase(&mut self, ev: &AckEvent, cwnd: Bytes) -> Bytes {
         let mss = ev.mss.0.max(1);
         let w = cwnd.0 as f64 / mss as f64;
-        let reno = (mss * mss / cwnd.0.max(1)).max(1);
-        Bytes(((reno as f64) * Self::a(w)).round() as u64)
+        Bytes((reno_increase(ev.mss, cwnd).0 as f64 * Self::a(w)).round() as u64)
     }
     fn on_congestion(&mut self, _now: Time, cwnd: Bytes, in_flight: Bytes, mss: Bytes) -> Bytes {
         let w = cwnd.0 as f64 / mss.0.max(1) as f64;

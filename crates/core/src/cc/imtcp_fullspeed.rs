@@ -26,7 +26,7 @@
 //! - `h` defaults to 100, the one value the paper gives (Fig. 16); Fig. 15 does not say.
 
 use crate::cc::reno::{Recovery, RenoConfig};
-use crate::cc::window_rule::{RenoRecovery, WindowRule};
+use crate::cc::window_rule::{halved_flight, reno_increase, RenoRecovery, WindowRule};
 use crate::cc::AckEvent;
 use crate::units::{Bytes, Rate, Time};
 
@@ -83,11 +83,10 @@ impl WindowRule for FullSpeedRule {
             _ => None,
         };
         let per_rtt = self.increase_per_rtt(cwnd.0 as f64 / mss as f64, room);
-        let reno = (mss * mss / cwnd.0.max(1)).max(1);
-        Bytes((reno as f64 * per_rtt).round() as u64)
+        Bytes((reno_increase(ev.mss, cwnd).0 as f64 * per_rtt).round() as u64)
     }
     fn on_congestion(&mut self, _now: Time, _cwnd: Bytes, in_flight: Bytes, mss: Bytes) -> Bytes {
-        Bytes((in_flight.0 / 2).max(2 * mss.0))
+        halved_flight(in_flight, mss)
     }
 }
 

@@ -26,7 +26,7 @@
 //! - `RTT_min` is the smallest RTT sample of the connection (Linux keeps the same, `rtt_min`).
 
 use crate::cc::reno::{Recovery, RenoConfig};
-use crate::cc::window_rule::{RenoRecovery, WindowRule};
+use crate::cc::window_rule::{halved_flight, reno_increase, RenoRecovery, WindowRule};
 use crate::cc::AckEvent;
 use crate::imtcp::passive::{PassiveEstimator, Westwood, WestwoodVariant};
 use crate::units::{Bytes, Dur, Time};
@@ -55,8 +55,10 @@ impl WestwoodRule {
         &self.estimator
     }
     fn reduced(&self, in_flight: Bytes, mss: Bytes) -> Bytes {
-        let w = self.bandwidth_delay().unwrap_or(Bytes(in_flight.0 / 2));
-        Bytes(w.0.max(2 * mss.0))
+        match self.bandwidth_delay() {
+            Some(w) => Bytes(w.0.max(2 * mss.0)),
+            None => halved_flight(in_flight, mss),
+        }
     }
 }
 
@@ -71,7 +73,7 @@ impl WindowRule for WestwoodRule {
         }
     }
     fn increase(&mut self, ev: &AckEvent, cwnd: Bytes) -> Bytes {
-        Bytes((ev.mss.0 * ev.mss.0 / cwnd.0.max(1)).max(1))
+        reno_increase(ev.mss, cwnd)
     }
     fn on_congestion(&mut self, _now: Time, _cwnd: Bytes, in_flight: Bytes, mss: Bytes) -> Bytes {
         self.reduced(in_flight, mss)

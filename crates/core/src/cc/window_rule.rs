@@ -135,26 +135,37 @@ impl<R: WindowRule> CongestionControl for RenoRecovery<R> {
     }
 }
 
-/// Reno's own rule (one segment per window per RTT, halving): [`RenoRecovery`] with it behaves
-/// exactly as [`Reno`]; the tests use it to check the frame.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RenoRule;
+/// Reno's congestion-avoidance increase for one ACK: `mss² / cwnd` bytes (at least one), about
+/// one segment per RTT ([`Reno`]'s rule, in the same integer arithmetic). Rules that grow by
+/// `a` segments per RTT add `a` times this.
+pub fn reno_increase(mss: Bytes, cwnd: Bytes) -> Bytes {
+    Bytes((mss.0 * mss.0 / cwnd.0.max(1)).max(1))
+}
 
-impl WindowRule for RenoRule {
-    fn name(&self) -> &'static str {
-        "reno-rule"
-    }
-    fn increase(&mut self, ev: &AckEvent, cwnd: Bytes) -> Bytes {
-        Bytes((ev.mss.0 * ev.mss.0 / cwnd.0.max(1)).max(1))
-    }
-    fn on_congestion(&mut self, _now: Time, _cwnd: Bytes, in_flight: Bytes, mss: Bytes) -> Bytes {
-        Bytes((in_flight.0 / 2).max(2 * mss.0))
-    }
+/// RFC 5681's reduction: half the flight size, at least two segments.
+pub fn halved_flight(in_flight: Bytes, mss: Bytes) -> Bytes {
+    Bytes((in_flight.0 / 2).max(2 * mss.0))
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Reno's own rule: [`RenoRecovery`] with it must behave exactly as [`Reno`].
+    #[derive(Clone, Copy, Debug, Default)]
+    struct RenoRule;
+
+    impl WindowRule for RenoRule {
+        fn name(&self) -> &'static str {
+            "reno-rule"
+        }
+        fn increase(&mut self, ev: &AckEvent, cwnd: Bytes) -> Bytes {
+            reno_increase(ev.mss, cwnd)
+        }
+        fn on_congestion(&mut self, _now: Time, _cwnd: Bytes, in_flight: Bytes, mss: Bytes) -> Bytes {
+            halved_flight(in_flight, mss)
+        }
+    }
 
     /// An ACK with the fields the controllers read.
     pub(crate) fn ack(now_ms: u64, ack: u64, newly: u64, dup: u32, flight: u64) -> AckEvent {
