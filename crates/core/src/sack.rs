@@ -89,14 +89,12 @@ impl ReceiverSack {
         self.held.on_ack(rcv_nxt, &SackBlocks::NONE);
         self.recent.retain(|&s| s >= rcv_nxt);
         let mut out = SackBlocks::NONE;
-        let mut seen: Vec<(u64, u64)> = Vec::with_capacity(MAX_BLOCKS);
         let recent = self.recent.iter().filter_map(|&seq| self.held.range_containing(seq));
         for b in recent.chain(self.held.ranges().iter().rev().copied()) {
             if out.len() == MAX_BLOCKS {
                 break;
             }
-            if !seen.contains(&b) {
-                seen.push(b);
+            if !out.iter().any(|o| o == b) {
                 out.push(b.0, b.1);
             }
         }
