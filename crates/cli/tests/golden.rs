@@ -32,7 +32,7 @@ const SCENARIOS: &[&str] = &[
 ];
 
 /// Experiments run with `headroom reproduce NAME --out DIR` (CSV, SVG and summary files).
-const EXPERIMENTS: &[&str] = &["becc-fig2", "becc-fig10", "becc-fig12", "pathquick-fig6"];
+const EXPERIMENTS: &[&str] = &["becc-fig2", "becc-fig10", "becc-fig12", "pathquick-fig6", "imtcp-fig16"];
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()

@@ -83,3 +83,49 @@ fn full_speed_mode_keeps_its_rate_through_random_loss_and_is_reno_with_h_one() {
     let e = Scenario::parse(&bad, "t.toml").expect_err("h must be positive").to_string();
     assert!(e.contains("`h`"), "{e}");
 }
+
+/// The Fig. 15 and Fig. 16 files with their one flow's `cc` (and ImTCP's buffer only for the
+/// full-speed mode) and a few top-level keys replaced.
+fn paper_file(rel: &str, cc: &str, seed: u64, duration: &str, loss: Option<f64>) -> String {
+    let mut v: toml::Value = toml::from_str(&common::repo_file(rel)).unwrap();
+    let top = v.as_table_mut().unwrap();
+    top.insert("seed".into(), toml::Value::Integer(seed as i64));
+    top.insert("duration".into(), toml::Value::String(duration.into()));
+    let tcp = top["tcp"].as_array_mut().unwrap()[0].as_table_mut().unwrap();
+    tcp.insert("cc".into(), toml::Value::String(cc.into()));
+    if cc != "imtcp-fullspeed" {
+        tcp.remove("imtcp");
+    }
+    if let Some(loss) = loss {
+        for l in top["link"].as_array_mut().unwrap() {
+            let l = l.as_table_mut().unwrap();
+            if l.contains_key("loss") {
+                l.insert("loss".into(), toml::Value::Float(loss));
+            }
+        }
+    }
+    toml::to_string(&v).unwrap()
+}
+
+#[test]
+fn fig16_full_speed_beats_westwood_plus_and_newreno_at_high_loss() {
+    // ImTCP Fig. 16's claim at 5 % loss on the lossy 2 Mbit/s hop (scenarios/imtcp/fig16.toml),
+    // one seed, 100 s.
+    let rate =
+        |cc: &str| run(&paper_file("scenarios/imtcp/fig16.toml", cc, 3, "100s", Some(0.05))).1.flows[0].throughput_mbps;
+    let (full, westwood, newreno) = (rate("imtcp-fullspeed"), rate("westwood+"), rate("newreno"));
+    assert!(
+        full > westwood && full > newreno,
+        "full-speed {full:.3}, Westwood+ {westwood:.3}, NewReno {newreno:.3} Mb/s"
+    );
+}
+
+#[test]
+fn fig15_full_speed_fills_the_500_mbps_path_long_before_newreno() {
+    // ImTCP Fig. 15 (scenarios/imtcp/fig15.toml), first 30 s: full-speed grows at up to h
+    // segments per RTT toward A·RTT; NewReno regrows one segment per RTT after its slow-start
+    // overshoot, from about half the 5,167-segment pipe.
+    let rate = |cc: &str| run(&paper_file("scenarios/imtcp/fig15.toml", cc, 1, "30s", None)).1.flows[0].throughput_mbps;
+    let (full, newreno) = (rate("imtcp-fullspeed"), rate("newreno"));
+    assert!(full > 1.5 * newreno, "full-speed {full:.1} vs NewReno {newreno:.1} Mb/s");
+}

@@ -29,6 +29,7 @@ pub struct ReproduceArgs {
 mod becc;
 mod imtcp;
 mod imtcp_bg;
+mod imtcp_fullspeed;
 mod overlay;
 mod pathquick;
 mod report;
@@ -46,6 +47,7 @@ fn experiments() -> Vec<&'static Experiment> {
     becc::EXPERIMENTS
         .iter()
         .chain(imtcp::EXPERIMENTS)
+        .chain(imtcp_fullspeed::EXPERIMENTS)
         .chain(imtcp_bg::EXPERIMENTS)
         .chain(pathquick::EXPERIMENTS)
         .chain(overlay::EXPERIMENTS)
