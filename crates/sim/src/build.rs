@@ -24,7 +24,8 @@ pub fn make_cc(kind: CcKind, cfg: RenoConfig) -> Box<dyn CongestionControl> {
         CcKind::NewReno => Box::new(Reno::newreno(cfg)),
         CcKind::Becc => Box::new(Becc::with_paper_constants(Recovery::Reno, cfg)),
         CcKind::BeccNewReno => Box::new(Becc::with_paper_constants(Recovery::NewReno, cfg)),
-        CcKind::Cubic => Box::new(Cubic::cubic(cfg)),
+        CcKind::Cubic { hystart: false } => Box::new(Cubic::cubic(cfg)),
+        CcKind::Cubic { hystart: true } => Box::new(Cubic::cubic_with_hystart(cfg)),
         CcKind::HighSpeed => Box::new(HighSpeed::highspeed(cfg)),
         CcKind::WestwoodPlus => Box::new(WestwoodPlus::westwood_plus(cfg)),
         CcKind::ImtcpFullSpeed { h } => {

@@ -52,7 +52,8 @@
 //! from = "s1"
 //! to = "d1"
 //! cc = "newreno"           # reno | newreno | becc | becc-newreno | vegas | nice | lp | ledbat | cubic | ...,
-//!                          # or a table with parameters: { name = "ledbat", target = "25ms" }
+//!                          # or a table with parameters: { name = "ledbat", target = "25ms" },
+//!                          # { name = "cubic", hystart = true }
 //! max_window = "1MB"
 //!
 //! [[udp]]

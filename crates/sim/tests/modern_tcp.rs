@@ -129,3 +129,22 @@ fn fig15_full_speed_fills_the_500_mbps_path_long_before_newreno() {
     let (full, newreno) = (rate("imtcp-fullspeed"), rate("newreno"));
     assert!(full > 1.5 * newreno, "full-speed {full:.1} vs NewReno {newreno:.1} Mb/s");
 }
+
+#[test]
+fn cubic_with_hystart_leaves_slow_start_before_the_overshoot() {
+    // The 50 Mbit/s, 40 ms test path with a 200-packet buffer (BDP 167 segments): standard slow
+    // start doubles past BDP + buffer and loses a large part of a window; HyStart (Linux's
+    // default) ends slow start when the ACK train spans half the minimum RTT or the RTT grows.
+    let run_cubic = |cc: &str| {
+        let (_, r) = run(&path(&format!("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = {cc}"), ""));
+        (r.flows[0].drops, r.flows[0].throughput_mbps)
+    };
+    let (drops_plain, _) = run_cubic("\"cubic\"");
+    let (drops_hystart, rate_hystart) = run_cubic("{ name = \"cubic\", hystart = true }");
+    eprintln!("cubic drops: {drops_plain} without HyStart, {drops_hystart} with ({rate_hystart:.2} Mb/s)");
+    assert!(drops_hystart * 2 < drops_plain, "drops with HyStart {drops_hystart}, without {drops_plain}");
+    assert!(rate_hystart > 0.85 * 50.0, "with HyStart {rate_hystart:.2} Mb/s of 50");
+    let bad = path("[[tcp]]\nfrom = \"s\"\nto = \"d\"\ncc = { name = \"cubic\", hystrat = true }", "");
+    let e = Scenario::parse(&bad, "t.toml").expect_err("unknown key").to_string();
+    assert!(e.contains("hystrat"), "{e}");
+}

@@ -28,8 +28,11 @@
 //! - A retransmission timeout computes `ssthresh` as a congestion event does, then forgets
 //!   `W_max` (Linux's `bictcp_reset` on entering `TCP_CA_Loss`): the next epoch starts at the
 //!   window slow start reached, with `K = 0`.
-//! - **HyStart is off**: slow start is standard (RFC 5681), as Linux with `hystart=0`. HyStart
-//!   (or RFC 9406's HyStart++) is not implemented; there is no key for it.
+//! - **HyStart** is a key, off by default (`cc = { name = "cubic", hystart = true }`): off,
+//!   slow start is standard (RFC 5681), as Linux with `hystart=0`; on, it is Linux's HyStart
+//!   ([`HyStart`]: Ha & Rhee's ACK-train and delay-increase detection, Linux's default
+//!   `hystart=1`, `hystart_detect=3`), not RFC 9406's HyStart++. Off by default so every
+//!   existing result stays what it was; a scenario meant to match Linux turns it on.
 //! - Loss recovery is NewReno's (see [`crate::cc::window_rule`]); with SACK the simulator's
 //!   sender does the recovery and this controller only sets the windows.
 //! - `K` uses the workspace's portable cube root ([`crate::math::cbrt`]), so the simulator stays
@@ -39,7 +42,7 @@ use crate::cc::reno::{Recovery, RenoConfig};
 use crate::cc::window_rule::{RenoRecovery, WindowRule};
 use crate::cc::AckEvent;
 use crate::math::cbrt;
-use crate::units::{Bytes, Time};
+use crate::units::{Bytes, Dur, Time};
 
 /// β_cubic: the multiplicative decrease (RFC 9438 §4.6; Linux `beta` 717/1024 ≈ 0.7).
 pub const BETA: f64 = 0.7;
@@ -57,6 +60,7 @@ pub struct CubicRule {
     /// The window before the last reduction (`cwnd_prior`), where α becomes 1.
     cwnd_prior: f64,
     epoch: Option<Epoch>,
+    hystart: Option<HyStart>,
 }
 
 /// The current congestion-avoidance epoch.
@@ -73,13 +77,21 @@ struct Epoch {
 
 impl Default for CubicRule {
     fn default() -> Self {
-        CubicRule { fast_convergence: true, w_max: 0.0, w_last_max: 0.0, cwnd_prior: 0.0, epoch: None }
+        CubicRule { fast_convergence: true, w_max: 0.0, w_last_max: 0.0, cwnd_prior: 0.0, epoch: None, hystart: None }
     }
 }
 
 impl CubicRule {
     pub fn new(fast_convergence: bool) -> CubicRule {
         CubicRule { fast_convergence, ..CubicRule::default() }
+    }
+    /// With Linux's HyStart ending slow start (see [`HyStart`]).
+    pub fn with_hystart(self) -> CubicRule {
+        CubicRule { hystart: Some(HyStart::default()), ..self }
+    }
+    /// HyStart's state, when it is on.
+    pub fn hystart(&self) -> Option<&HyStart> {
+        self.hystart.as_ref()
     }
     /// `W_max` in segments.
     pub fn w_max(&self) -> f64 {
@@ -98,6 +110,10 @@ impl CubicRule {
 impl WindowRule for CubicRule {
     fn name(&self) -> &'static str {
         "cubic"
+    }
+
+    fn exits_slow_start(&mut self, ev: &AckEvent, cwnd: Bytes) -> bool {
+        self.hystart.as_mut().is_some_and(|h| h.on_slow_start_ack(ev, cwnd))
     }
 
     fn increase(&mut self, ev: &AckEvent, cwnd: Bytes) -> Bytes {
@@ -142,7 +158,95 @@ impl WindowRule for CubicRule {
         self.w_max = 0.0;
         self.w_last_max = 0.0;
         self.cwnd_prior = 0.0;
+        if let Some(h) = self.hystart.as_mut() {
+            *h = HyStart::default();
+        }
         ssthresh
+    }
+}
+
+/// HyStart's smallest window, in segments (Linux `hystart_low_window`).
+pub const HYSTART_LOW_WINDOW: u64 = 16;
+/// ACKs closer than this belong to one ACK train (Linux `hystart_ack_delta_us`).
+pub const HYSTART_ACK_DELTA: Dur = Dur::from_millis(2);
+/// RTT samples per round before the delay test (Linux `HYSTART_MIN_SAMPLES`).
+pub const HYSTART_MIN_SAMPLES: u32 = 8;
+/// Bounds of the delay test's threshold `delay_min / 8` (Linux `HYSTART_DELAY_MIN`/`_MAX`).
+pub const HYSTART_DELAY_MIN: Dur = Dur::from_millis(4);
+pub const HYSTART_DELAY_MAX: Dur = Dur::from_millis(16);
+
+/// HyStart, "hybrid slow start" (S. Ha, I. Rhee, "Taming the elephants: New TCP slow start",
+/// Computer Networks 55(9), 2011), as Linux's `tcp_cubic.c` runs it by default: slow start ends
+/// (`ssthresh = cwnd`) *before* the first loss, when either test fires in a round (a window's
+/// worth of ACKs, from the ACK that passes the previous round's highest sent byte):
+///
+/// - **ACK train**: ACKs arriving within [`HYSTART_ACK_DELTA`] of each other form a train; once
+///   the round's train spans more than `delay_min / 2`, the window already fills half the
+///   path's minimum RTT with back-to-back packets and doubling it again would overshoot.
+/// - **Delay increase**: the smallest RTT of the round's first [`HYSTART_MIN_SAMPLES`] samples
+///   exceeds `delay_min + clamp(delay_min / 8, 4 ms, 16 ms)`: a queue is building.
+///
+/// Both run only while `cwnd ≥` [`HYSTART_LOW_WINDOW`] segments, at most once until a
+/// retransmission timeout re-arms them (Linux's `found`, cleared on `TCP_CA_Loss`).
+/// `delay_min` is the connection's smallest RTT sample. Not modelled: the extra allowance Linux
+/// adds to the ACK-train threshold for delayed ACKs under pacing (`hystart_ack_delay`; the
+/// simulator does not pace), and Linux's `HZ`-tick clock (times here are exact).
+#[derive(Clone, Debug, Default)]
+pub struct HyStart {
+    /// The current round: when it began, when the ACK train last grew, and the highest byte
+    /// sent when it began (the round ends when the cumulative ACK passes it).
+    round: Option<(Time, Time, u64)>,
+    /// The smallest RTT sample of this round so far, and how many samples were taken.
+    round_rtt: Option<Dur>,
+    samples: u32,
+    /// Which test ended slow start (once ended, HyStart is idle until a timeout).
+    found: Option<HyStartExit>,
+}
+
+/// Which of HyStart's tests ended slow start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HyStartExit {
+    AckTrain,
+    DelayIncrease,
+}
+
+impl HyStart {
+    /// The test that ended slow start, if one did.
+    pub fn found(&self) -> Option<HyStartExit> {
+        self.found
+    }
+
+    /// One ACK of new data in slow start at window `cwnd`: whether slow start ends here.
+    fn on_slow_start_ack(&mut self, ev: &AckEvent, cwnd: Bytes) -> bool {
+        let mss = ev.mss.0.max(1);
+        let (Some(rtt), None) = (ev.rtt, self.found) else { return false };
+        if cwnd.0 / mss < HYSTART_LOW_WINDOW {
+            return false;
+        }
+        let delay_min = ev.min_rtt.unwrap_or(rtt).min(rtt);
+        let now = ev.now;
+        if self.round.is_none_or(|(_, _, end)| ev.ack > end) {
+            self.round = Some((now, now, ev.snd_max));
+            self.round_rtt = None;
+            self.samples = 0;
+        }
+        let Some((start, last_ack, end)) = self.round else { return false };
+        if now.saturating_since(last_ack) <= HYSTART_ACK_DELTA {
+            self.round = Some((start, now, end));
+            if now.saturating_since(start) > Dur(delay_min.0 / 2) {
+                self.found = Some(HyStartExit::AckTrain);
+                return true;
+            }
+        }
+        let round_rtt = self.round_rtt.map_or(rtt, |r| r.min(rtt));
+        self.round_rtt = Some(round_rtt);
+        if self.samples < HYSTART_MIN_SAMPLES {
+            self.samples += 1;
+        } else if round_rtt.0 > delay_min.0 + Dur(delay_min.0 / 8).clamp(HYSTART_DELAY_MIN, HYSTART_DELAY_MAX).0 {
+            self.found = Some(HyStartExit::DelayIncrease);
+            return true;
+        }
+        false
     }
 }
 
@@ -152,6 +256,10 @@ pub type Cubic = RenoRecovery<CubicRule>;
 impl Cubic {
     pub fn cubic(cfg: RenoConfig) -> Cubic {
         RenoRecovery::new(Recovery::NewReno, cfg, CubicRule::default())
+    }
+    /// CUBIC with Linux's HyStart ending slow start.
+    pub fn cubic_with_hystart(cfg: RenoConfig) -> Cubic {
+        RenoRecovery::new(Recovery::NewReno, cfg, CubicRule::default().with_hystart())
     }
 }
 
@@ -256,6 +364,72 @@ mod tests {
         let w = c.cwnd().0 as f64 / 1000.0;
         let cubic = c.rule().w_cubic(3.0).unwrap();
         assert!(w > cubic + 20.0, "cwnd {w:.1} should follow W_est, above W_cubic(3 s) = {cubic:.1}");
+    }
+
+    /// Slow start from 16 segments with no ssthresh: one ACK per segment, `spacing_us` apart,
+    /// the `i`-th carrying RTT `rtt_ms(i)`. The sender keeps a window in flight (`snd_max` =
+    /// the ACK + cwnd). Returns the index of the ACK that ended slow start and the window then.
+    fn slow_start(c: &mut Cubic, spacing_us: u64, rtt_ms: impl Fn(usize) -> u64) -> Option<(usize, u64)> {
+        c.set_cwnd(Bytes(16_000));
+        let mut acked = 0u64;
+        let mut min_rtt: Option<Dur> = None;
+        for i in 0..2000 {
+            let cwnd = c.cwnd().0;
+            acked += 1000;
+            let rtt = Dur::from_millis(rtt_ms(i));
+            min_rtt = Some(min_rtt.map_or(rtt, |m| m.min(rtt)));
+            let mut ev = ack(0, acked, 1000, 0, cwnd);
+            ev.now = Time(1_000_000_000 + i as u64 * spacing_us * 1000);
+            ev.rtt = Some(rtt);
+            ev.min_rtt = min_rtt;
+            c.on_ack(&ev);
+            if c.ssthresh().0 < u64::MAX / 4 {
+                return Some((i, c.ssthresh().0 / 1000));
+            }
+        }
+        None
+    }
+
+    fn unlimited() -> RenoConfig {
+        RenoConfig { mss: Bytes(1000), initial_ssthresh: None, ..RenoConfig::default() }
+    }
+
+    #[test]
+    fn hystart_delay_increase_ends_slow_start_only_once_the_rtt_grows() {
+        // ACKs 3 ms apart (no ACK train); RTT 40 ms, then 50 ms from the 100th ACK on: above
+        // delay_min + clamp(40/8, 4, 16) = 45 ms.
+        let rtt = |i: usize| if i < 100 { 40 } else { 50 };
+        let mut c = Cubic::cubic_with_hystart(unlimited());
+        let (at, _) = slow_start(&mut c, 3000, rtt).expect("HyStart ends slow start");
+        assert!(at >= 100 + HYSTART_MIN_SAMPLES as usize, "ended at ACK {at}, before the RTT rose enough");
+        assert!(at < 300, "ended late, at ACK {at}");
+        assert_eq!(c.rule().hystart().unwrap().found(), Some(HyStartExit::DelayIncrease));
+        // 44 ms stays below the threshold: no exit.
+        let mut c = Cubic::cubic_with_hystart(unlimited());
+        assert_eq!(slow_start(&mut c, 3000, |i| if i < 100 { 40 } else { 44 }), None);
+        // Without HyStart (the default) slow start runs on.
+        let mut c = Cubic::cubic(unlimited());
+        assert_eq!(slow_start(&mut c, 3000, rtt), None);
+    }
+
+    #[test]
+    fn hystart_ack_train_ends_slow_start_when_a_round_spans_half_the_min_rtt() {
+        // RTT 10 ms throughout, ACKs 100 µs apart: a round of w ACKs spans w × 0.1 ms, which
+        // passes delay_min / 2 = 5 ms once the window is above 50 segments.
+        let mut c = Cubic::cubic_with_hystart(unlimited());
+        let (_, w) = slow_start(&mut c, 100, |_| 10).expect("the ACK train ends slow start");
+        assert_eq!(c.rule().hystart().unwrap().found(), Some(HyStartExit::AckTrain));
+        // Rounds start at 16, 32, 64 segments; the 64-segment round's train passes 5 ms at its
+        // 51st ACK, when slow start has grown the window to 64 + 51 segments.
+        assert!((100..=130).contains(&w), "ssthresh {w} segments");
+        // ACKs 2.5 ms apart never form a train (and the RTT does not grow).
+        let mut c = Cubic::cubic_with_hystart(unlimited());
+        assert_eq!(slow_start(&mut c, 2500, |_| 10), None);
+        // A timeout re-arms HyStart.
+        let mut c = Cubic::cubic_with_hystart(unlimited());
+        slow_start(&mut c, 100, |_| 10).expect("first exit");
+        c.on_timeout(Time(0), Bytes(100_000));
+        assert_eq!(c.rule().hystart().unwrap().found(), None);
     }
 
     #[test]

@@ -41,6 +41,12 @@ pub trait WindowRule {
     /// A result of the inline measurement below the sender (see
     /// [`CongestionControl::on_estimate`]).
     fn on_estimate(&mut self, _now: Time, _available: Rate) {}
+    /// An ACK of new data in slow start (`cwnd < ssthresh`, not in recovery), before the window
+    /// changes: `true` ends slow start here (`ssthresh = cwnd`, and this ACK already grows the
+    /// window by [`WindowRule::increase`]), as CUBIC's HyStart does. Default: never.
+    fn exits_slow_start(&mut self, _ev: &AckEvent, _cwnd: Bytes) -> bool {
+        false
+    }
     /// Bytes added to `cwnd` by this ACK of new data in congestion avoidance.
     fn increase(&mut self, ev: &AckEvent, cwnd: Bytes) -> Bytes;
     /// `ssthresh` after a congestion event detected by duplicate ACKs at `now`, with the window
@@ -95,6 +101,10 @@ impl<R: WindowRule> CongestionControl for RenoRecovery<R> {
         self.rule.on_ack(ev);
         let mss = self.reno.mss();
         let cwnd_before = self.reno.cwnd();
+        let slow_start = !self.reno.in_recovery() && cwnd_before < self.reno.ssthresh();
+        if slow_start && ev.newly_acked.0 > 0 && self.rule.exits_slow_start(ev, cwnd_before) {
+            self.reno.set_ssthresh(cwnd_before);
+        }
         let avoidance = !self.reno.in_recovery() && cwnd_before >= self.reno.ssthresh();
         let action = self.reno.on_ack(ev);
         if action == AckAction::FastRetransmit {

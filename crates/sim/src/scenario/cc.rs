@@ -56,8 +56,8 @@ pub enum CcKind {
     /// ImTCP's background mode (ImTCP §5.1) on Reno over ImTCP's buffer (`[[tcp]]` only); keys
     /// `g`, `gamma` (N is the buffer's `imtcp.stream_len`).
     ImtcpBackground(BackgroundConfig),
-    /// CUBIC (RFC 9438, Linux defaults, HyStart off).
-    Cubic,
+    /// CUBIC (RFC 9438, Linux defaults); key `hystart` (Linux's HyStart, default off).
+    Cubic { hystart: bool },
     /// HighSpeed TCP (RFC 3649).
     HighSpeed,
     /// TCP Westwood+ (BWE × RTT_min after a loss).
@@ -122,7 +122,7 @@ impl CcKind {
             CcKind::Ledbat(_) => "ledbat",
             CcKind::ImtcpBg(_) => "imtcp-bg",
             CcKind::ImtcpBackground(_) => "imtcp-background",
-            CcKind::Cubic => "cubic",
+            CcKind::Cubic { .. } => "cubic",
             CcKind::HighSpeed => "highspeed",
             CcKind::WestwoodPlus => "westwood+",
             CcKind::ImtcpFullSpeed { .. } => "imtcp-fullspeed",
@@ -142,7 +142,7 @@ impl CcKind {
             "ledbat" => CcKind::Ledbat(LedbatConfig::default()),
             "imtcp-bg" => CcKind::ImtcpBg(ImtcpBgConfig::default()),
             "imtcp-background" => CcKind::ImtcpBackground(BackgroundConfig::default()),
-            "cubic" => CcKind::Cubic,
+            "cubic" => CcKind::Cubic { hystart: false },
             "highspeed" => CcKind::HighSpeed,
             "westwood+" => CcKind::WestwoodPlus,
             "imtcp-fullspeed" => CcKind::ImtcpFullSpeed { h: headroom_core::cc::imtcp_fullspeed::DEFAULT_H },
@@ -184,11 +184,13 @@ impl CcKind {
             CcKind::ImtcpFullSpeed { h } => {
                 CcKind::ImtcpFullSpeed { h: rest.try_into::<FullSpeedKeys>().map_err(keys)?.h.unwrap_or(h) }
             }
+            CcKind::Cubic { hystart } => {
+                CcKind::Cubic { hystart: rest.try_into::<CubicKeys>().map_err(keys)?.hystart.unwrap_or(hystart) }
+            }
             CcKind::Reno
             | CcKind::NewReno
             | CcKind::Becc
             | CcKind::BeccNewReno
-            | CcKind::Cubic
             | CcKind::HighSpeed
             | CcKind::WestwoodPlus => {
                 if let toml::Value::Table(t) = &rest {
@@ -210,7 +212,7 @@ impl CcKind {
             | CcKind::NewReno
             | CcKind::Becc
             | CcKind::BeccNewReno
-            | CcKind::Cubic
+            | CcKind::Cubic { .. }
             | CcKind::HighSpeed
             | CcKind::WestwoodPlus => Ok(()),
             CcKind::Vegas(c) => c.validate(),
@@ -389,6 +391,13 @@ impl BackgroundKeys {
             c.gamma = x;
         }
     }
+}
+
+/// CUBIC's keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CubicKeys {
+    hystart: Option<bool>,
 }
 
 /// The full-speed mode's keys.
