@@ -1,10 +1,79 @@
 //! The paper's set-ups as [`OverlayConfig`] builders: the three-segment path of Fig. 2 / Fig. 3
-//! ([`chain`]) and the loaded proxy of Fig. 4 / Figs. 5–8 ([`web_proxy`]).
+//! ([`chain`]) and the loaded proxy of Fig. 4 / Figs. 5–8 ([`web_proxy`]). Their parameters
+//! are data: `scenarios/overlay/fig3.toml` ([`Fig3Setup`]) and `scenarios/overlay/web.toml`
+//! ([`WebSetup`]), embedded in the binary; the experiments vary only what the figures vary (the
+//! grid point, the split policy).
 
 use std::net::{IpAddr, Ipv4Addr};
 
 use headroom_core::overlay::SplitPolicy;
 use headroom_core::units::{Bytes, Dur, Rate, Time};
+use serde::Deserialize;
+
+/// `scenarios/overlay/fig3.toml`, as embedded.
+pub const FIG3_FILE: &str = include_str!("../../../../scenarios/overlay/fig3.toml");
+/// `scenarios/overlay/web.toml`, as embedded.
+pub const WEB_FILE: &str = include_str!("../../../../scenarios/overlay/web.toml");
+
+/// Fig. 3's file: the grid and the path around it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fig3Setup {
+    /// LAN2's loss rates.
+    pub p_lan2: Vec<f64>,
+    /// LAN2's one-way delays.
+    pub d_lan2: Vec<Dur>,
+    /// Measured time per simulated point (after the warm-up).
+    pub duration: Dur,
+    /// The path; its LAN2 delay and loss are replaced at each grid point, `split` and
+    /// `duration` are set by [`Fig3Setup::point`].
+    pub path: ChainParams,
+}
+
+fn parse_file<T: serde::de::DeserializeOwned>(src: &str, origin: &str) -> Result<T, String> {
+    toml::from_str(src).map_err(|e| format!("{origin}: {}", e.message()))
+}
+
+fn check_loss(what: &str, p: f64) -> Result<(), String> {
+    if (0.0..1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(format!("{what} = {p}: a loss rate must be in [0, 1)"))
+    }
+}
+
+impl Fig3Setup {
+    /// Parses and checks a Fig. 3 file (`origin` names it in errors).
+    pub fn parse(src: &str, origin: &str) -> Result<Fig3Setup, String> {
+        let f: Fig3Setup = parse_file(src, origin)?;
+        let at = |m: String| format!("{origin}: {m}");
+        if f.p_lan2.is_empty() || f.d_lan2.is_empty() {
+            return Err(at("`p_lan2` and `d_lan2` must each list at least one value".into()));
+        }
+        for &p in f.p_lan2.iter().chain(&f.path.loss) {
+            check_loss("a loss rate", p).map_err(at)?;
+        }
+        if f.path.rate.iter().any(|r| r.0 == 0) || f.path.queue == 0 || f.duration == Dur::ZERO {
+            return Err(at("rates, `queue` and `duration` must be positive".into()));
+        }
+        Ok(f)
+    }
+
+    /// The embedded file (checked by the tests, so it parses).
+    pub fn embedded() -> Fig3Setup {
+        Fig3Setup::parse(FIG3_FILE, "scenarios/overlay/fig3.toml").expect("the embedded Fig. 3 file is valid")
+    }
+
+    /// The path at one grid point, Case 2 (`split`) or Case 1.
+    pub fn point(&self, p_lan2: f64, d_lan2: Dur, split: bool) -> ChainParams {
+        let mut c = self.path.clone();
+        c.delay[2] = d_lan2;
+        c.loss[2] = p_lan2;
+        c.split = split;
+        c.duration = self.duration;
+        c
+    }
+}
 
 use super::engine::{LinkSpec, NodeId};
 use super::surge::SurgeModel;
@@ -12,12 +81,14 @@ use super::world::{FlowClass, FlowSpec, OverlayConfig, OverlayWorld, ProxySpec, 
 
 /// Fig. 2's path: sender – LAN1 – R1/P1 – WAN – R2/P2 – LAN2 – receiver. Index 0 is LAN1,
 /// 1 the WAN, 2 LAN2. Loss applies to the data direction (toward the receiver) only.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChainParams {
     pub delay: [Dur; 3],
     pub loss: [f64; 3],
     pub rate: [Rate; 3],
     /// Case 2 (split at R1 and R2) or Case 1 (one end-to-end connection).
+    #[serde(skip)]
     pub split: bool,
     pub receive_buffer: Bytes,
     pub send_buffer: Bytes,
@@ -26,30 +97,9 @@ pub struct ChainParams {
     pub queue: usize,
     pub per_packet: Dur,
     pub warmup: Dur,
+    #[serde(skip)]
     pub duration: Dur,
     pub seed: u64,
-}
-
-impl ChainParams {
-    /// Our Fig. 3 baseline (the paper's values are in its figure, not its text): 100 Mbit/s
-    /// segments, LAN1 5 ms / 0.1 %, WAN 20 ms / 0.1 %, LAN2 varied; 256 KB relay buffers; a
-    /// 1 MB client window (loss, not the window, limits the rate); a free CPU.
-    pub fn fig3(p_lan2: f64, d_lan2: Dur, split: bool) -> ChainParams {
-        ChainParams {
-            delay: [Dur::from_millis(5), Dur::from_millis(20), d_lan2],
-            loss: [0.001, 0.001, p_lan2],
-            rate: [Rate::from_mbps(100); 3],
-            split,
-            receive_buffer: Bytes(256 * 1024),
-            send_buffer: Bytes(256 * 1024),
-            client_window: Bytes(1 << 20),
-            queue: 1000,
-            per_packet: Dur::ZERO,
-            warmup: Dur::from_secs(5),
-            duration: Dur::from_secs(200),
-            seed: 1,
-        }
-    }
 }
 
 pub const CHAIN_SENDER: NodeId = 0;
@@ -163,10 +213,9 @@ pub fn fig3_models(p: &ChainParams) -> (f64, f64) {
     (padhye(whole) * mss_bits, relay_chain(&segs, pkts(p.send_buffer), 1e-6) * mss_bits)
 }
 
-/// Fig. 3 at one `(P_LAN2, D_LAN2)`.
-pub fn fig3_point(p_lan2: f64, d_lan2: Dur, duration: Dur) -> Fig3Point {
-    let mut c1 = ChainParams::fig3(p_lan2, d_lan2, false);
-    c1.duration = duration;
+/// Fig. 3 at one `(P_LAN2, D_LAN2)` of `setup`'s path.
+pub fn fig3_point(setup: &Fig3Setup, p_lan2: f64, d_lan2: Dur) -> Fig3Point {
+    let c1 = setup.point(p_lan2, d_lan2, false);
     let c2 = ChainParams { split: true, ..c1.clone() };
     let (padhye_case1, model_case2) = fig3_models(&c1);
     Fig3Point {
@@ -180,7 +229,7 @@ pub fn fig3_point(p_lan2: f64, d_lan2: Dur, duration: Dur) -> Fig3Point {
 }
 
 /// The split policy of a Figs. 5–8 run.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum PolicyChoice {
     /// Policy A: the web clients `0..users` (their addresses, as source prefixes).
     Users(u32),
@@ -193,6 +242,7 @@ pub enum PolicyChoice {
         target: Dur,
     },
     All,
+    #[default]
     None,
 }
 
@@ -200,13 +250,15 @@ pub enum PolicyChoice {
 /// servers on 100 Mbit/s, 1 ms links to router R1; R1 – proxy – R2 at 1 Gbit/s, 1 ms; clients on
 /// links of delay `D` behind R2 (FTP clients 256 kbit/s, web clients 10 Mbit/s), losing
 /// `client_loss` of the data packets toward the clients.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WebProxyParams {
     pub ftp_flows: u32,
     pub web_pairs: u32,
     pub d: Dur,
     pub client_loss: f64,
     pub per_packet: Dur,
+    #[serde(skip)]
     pub policy: PolicyChoice,
     pub ftp_access: Rate,
     pub web_access: Rate,
@@ -217,29 +269,48 @@ pub struct WebProxyParams {
     pub seed: u64,
 }
 
-impl WebProxyParams {
-    /// Figs. 5–7: D = 5 ms, no added loss.
-    pub fn fig5_7(policy: PolicyChoice) -> WebProxyParams {
-        WebProxyParams {
-            ftp_flows: 300,
-            web_pairs: 500,
-            d: Dur::from_millis(5),
-            client_loss: 0.0,
-            per_packet: Dur::from_micros(50),
-            policy,
-            ftp_access: Rate::from_kbps(256),
-            web_access: Rate::from_mbps(10),
-            buffers: Bytes(64 * 1024),
-            web_start: Dur::from_secs(3),
-            web_stop: Dur::from_secs(13),
-            end: Dur::from_secs(25),
-            seed: 1,
+/// `scenarios/overlay/web.toml`: the Figs. 5–7 set-up and what Fig. 8 changes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSetup {
+    /// The Figs. 5–7 set-up; its `policy` is set per run by [`WebSetup::fig5_7`].
+    pub fig5_7: WebProxyParams,
+    pub fig8: Fig8Changes,
+}
+
+/// What Fig. 8 changes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fig8Changes {
+    pub d: Dur,
+    pub client_loss: f64,
+}
+
+impl WebSetup {
+    /// Parses and checks a web set-up file (`origin` names it in errors).
+    pub fn parse(src: &str, origin: &str) -> Result<WebSetup, String> {
+        let f: WebSetup = parse_file(src, origin)?;
+        let at = |m: String| format!("{origin}: {m}");
+        check_loss("fig5_7.client_loss", f.fig5_7.client_loss).map_err(at)?;
+        check_loss("fig8.client_loss", f.fig8.client_loss).map_err(at)?;
+        let w = &f.fig5_7;
+        if w.ftp_access.0 == 0 || w.web_access.0 == 0 || w.buffers.0 == 0 {
+            return Err(at("access rates and `buffers` must be positive".into()));
         }
+        if !(w.web_start <= w.web_stop && w.web_stop <= w.end) {
+            return Err(at("need web_start <= web_stop <= end".into()));
+        }
+        Ok(f)
     }
 
-    /// Fig. 8: D = 30 ms and 1 % loss toward the clients.
-    pub fn fig8(policy: PolicyChoice) -> WebProxyParams {
-        WebProxyParams { d: Dur::from_millis(30), client_loss: 0.01, ..WebProxyParams::fig5_7(policy) }
+    /// Figs. 5–7 under `policy`.
+    pub fn fig5_7(&self, policy: PolicyChoice) -> WebProxyParams {
+        WebProxyParams { policy, ..self.fig5_7.clone() }
+    }
+
+    /// Fig. 8 under `policy`.
+    pub fn fig8(&self, policy: PolicyChoice) -> WebProxyParams {
+        WebProxyParams { d: self.fig8.d, client_loss: self.fig8.client_loss, ..self.fig5_7(policy) }
     }
 }
 

@@ -102,10 +102,31 @@ fn a_syn_costs_the_proxy_cpu_ten_packets() {
 fn case_1_in_the_simulator_is_within_25_percent_of_padhye_on_part_of_the_fig3_grid() {
     // A subset of the grid (the whole grid is `headroom reproduce overlay-fig3`; there the point
     // P_LAN2 0.001, D_LAN2 100 ms is outside 25 %: see docs/results.md).
+    let mut setup = super::experiments::Fig3Setup::embedded();
+    setup.duration = Dur::from_secs(60);
     for (p, d) in [(0.005, 5), (0.02, 20), (0.05, 50), (0.01, 100)] {
-        let x = super::experiments::fig3_point(p, Dur::from_millis(d), Dur::from_secs(60));
+        let x = super::experiments::fig3_point(&setup, p, Dur::from_millis(d));
         let dev = x.sim_case1 / x.padhye_case1 - 1.0;
         assert!(dev.abs() < 0.25, "P_LAN2 {p} D_LAN2 {d} ms: sim {} vs Padhye {}", x.sim_case1, x.padhye_case1);
         assert!(x.sim_case2 > x.sim_case1, "splitting gains at P_LAN2 {p} D_LAN2 {d} ms");
     }
+}
+
+#[test]
+fn the_overlay_scenario_files_parse_and_bad_ones_are_refused_with_the_reason() {
+    use super::experiments::{Fig3Setup, PolicyChoice, WebSetup, FIG3_FILE, WEB_FILE};
+    let f3 = Fig3Setup::parse(FIG3_FILE, "fig3.toml").unwrap();
+    assert_eq!(f3.p_lan2.len() * f3.d_lan2.len(), 20);
+    let c = f3.point(0.02, Dur::from_millis(50), true);
+    assert_eq!((c.loss[2], c.delay[2], c.split), (0.02, Dur::from_millis(50), true));
+    let web = WebSetup::parse(WEB_FILE, "web.toml").unwrap();
+    let (a, b) = (web.fig5_7(PolicyChoice::LowLoad), web.fig8(PolicyChoice::LowLoad));
+    assert_eq!((a.d, a.client_loss), (Dur::from_millis(5), 0.0));
+    assert_eq!((b.d, b.client_loss, b.web_pairs), (Dur::from_millis(30), 0.01, a.web_pairs));
+    let e = Fig3Setup::parse(&FIG3_FILE.replace("p_lan2 = [0.001", "p_lan2 = [1.5"), "bad.toml").unwrap_err();
+    assert!(e.contains("bad.toml") && e.contains("1.5"), "{e}");
+    let e = Fig3Setup::parse(&FIG3_FILE.replace("queue = 1000", "queue = 1000\nqueu = 3"), "bad.toml").unwrap_err();
+    assert!(e.contains("queu"), "{e}");
+    let e = WebSetup::parse(&WEB_FILE.replace("end = \"25s\"", "end = \"2s\""), "bad.toml").unwrap_err();
+    assert!(e.contains("web_stop <= end"), "{e}");
 }
