@@ -406,7 +406,7 @@ enum BgSender {
 }
 
 /// Width of the sender column (the root test reads the row after it).
-pub const LABEL_WIDTH: usize = 52;
+pub const LABEL_WIDTH: usize = 62;
 
 impl BgSender {
     fn name(&self) -> String {

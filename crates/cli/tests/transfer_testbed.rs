@@ -39,7 +39,7 @@ fn background_send_harms_the_foreground_less_than_kernel_cubic() {
     let out = bench(&["--parts", "background", "--seconds", "3", "--senders", "headroom,cubic"]);
     let kept = |prefix: &str| -> f64 {
         let line = out.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no row {prefix}: {out}"));
-        let t: Vec<&str> = line[52..].split_whitespace().collect();
+        let t: Vec<&str> = line[62..].split_whitespace().collect();
         t[3].trim_end_matches('%').parse().unwrap()
     };
     let ours = kept("send --background");
@@ -63,7 +63,7 @@ fn web_foreground_pages_finish_beside_the_background_sender() {
     let pages: u64 = alone.split(" over ").nth(1).and_then(|t| t.split(' ').next()).unwrap().parse().unwrap();
     assert!(pages >= 5, "{out}");
     let row = out.lines().find(|l| l.starts_with("send --background")).unwrap_or_else(|| panic!("{out}"));
-    let t: Vec<&str> = row[52..].split_whitespace().collect();
+    let t: Vec<&str> = row[62..].split_whitespace().collect();
     let (page_ms, n, ratio): (f64, u64, f64) = (t[0].parse().unwrap(), t[1].parse().unwrap(), t[2].parse().unwrap());
     assert!(page_ms > 0.0 && n >= 5 && ratio.is_finite() && ratio > 0.0, "{out}");
 }
