@@ -15,6 +15,14 @@
 //!   throughput alone, the background uses ≥ 80 % of what the foreground leaves (the link
 //!   rate minus the foreground's throughput alone... see the summary) and ≥ 85 % of the link
 //!   alone.
+//! - **web**: the same dumbbell; the foreground is web-like: `--web-clients` clients in `r2`,
+//!   each fetching pages one at a time over its own persistent connection from a server in `s2`
+//!   (kernel CUBIC), with ImTCP §4.3's page model, the simulator's default web model
+//!   (`scenarios/imtcp-bg/web.toml`): 8 objects per page, Pareto object sizes (shape 1.2, mean
+//!   12 KB), exponential think time (mean 1 s); each client's seed is fixed, so every run asks for
+//!   the same objects. Reported per background sender: the mean page time against the web alone
+//!   and the background's throughput against what the web leaves. Goals: page time within 5 %,
+//!   background ≥ 80 % of the leftover.
 //! - **integrity**: `--integrity-bytes` with `--verify` through a bottleneck that drops
 //!   `--loss` of the packets at random (no rate limit, so loss, not the rate, sets the time):
 //!   mismatches must be zero.
@@ -27,6 +35,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use headroom_core::cc::imtcp_bg::{ImtcpBgConfig, RttCur};
 use headroom_core::imtcp::ControlConfig;
 use headroom_core::stats::median;
 use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
@@ -42,13 +51,14 @@ use headroom_testbed::{Bottleneck, Testbed, Topology};
 pub enum Part {
     Measure,
     Background,
+    Web,
     Integrity,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct SendBenchArgs {
     /// Which parts to run (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "measure,background,integrity")]
+    #[arg(long, value_delimiter = ',', default_value = "measure,background,web,integrity")]
     pub parts: Vec<Part>,
     /// Bottleneck rate.
     #[arg(long, default_value = "50Mbps", value_parser = parse_positive::<Rate>)]
@@ -77,6 +87,20 @@ pub struct SendBenchArgs {
     /// Skip the simulator comparison.
     #[arg(long)]
     pub no_sim: bool,
+    /// Background senders to compare (comma-separated): `paper` (send --background
+    /// --paper-rule), `rtt-cur` (... --rtt-cur 4), `floor` (... --rtt-cur 4
+    /// --measurement-floor), `linear` (... --rtt-cur 4 --measurement-floor --linear-regrowth),
+    /// `headroom` (send --background: --rtt-cur 4 --measurement-allowance --linear-regrowth), `cubic`, `reno` (kernel), `lp`, `ledbat`, `becc` (headroom's BPF controllers, loaded
+    /// under per-run names for the run; skipped with a note when they cannot load).
+    #[arg(long, value_delimiter = ',', default_value = "paper,floor,linear,headroom,cubic,reno,lp,ledbat")]
+    pub senders: Vec<String>,
+    /// TARGET of the BPF LEDBAT background sender (RFC 6817 allows at most 100 ms; the
+    /// 100-packet buffer of 50 Mbit/s holds 24 ms, so a larger TARGET never yields).
+    #[arg(long, default_value = "10ms")]
+    pub ledbat_target: Dur,
+    /// Web clients of the web-like foreground (`--parts web`), each one page at a time.
+    #[arg(long, default_value_t = 20)]
+    pub web_clients: u32,
 }
 
 const PORT: u16 = 5301;
@@ -99,12 +123,18 @@ pub fn run_send_bench(a: SendBenchArgs) -> Result<()> {
     if a.seconds == 0 {
         bail!("--seconds must be at least 1");
     }
+    if !(1..=200).contains(&a.web_clients) {
+        bail!("--web-clients must be within 1..=200");
+    }
     let mut out = String::new();
     if a.parts.contains(&Part::Measure) {
-        out += &measure_part(&a)?;
+        out += &on_dumbbell(&a, measure_on)?;
     }
     if a.parts.contains(&Part::Background) {
-        out += &background_part(&a)?;
+        out += &on_dumbbell(&a, background_on)?;
+    }
+    if a.parts.contains(&Part::Web) {
+        out += &on_dumbbell(&a, web_on)?;
     }
     if a.parts.contains(&Part::Integrity) {
         out += &integrity_part(&a)?;
@@ -215,12 +245,14 @@ fn sim_estimates(a: &SendBenchArgs, cross: Rate) -> Result<Vec<(f64, f64)>> {
         .collect())
 }
 
-fn measure_part(a: &SendBenchArgs) -> Result<String> {
+/// Runs `part` on a two-pair dumbbell with the `--rate`/`--delay`/`--buffer` bottleneck, and
+/// takes the testbed down whatever happens.
+fn on_dumbbell(a: &SendBenchArgs, part: fn(&Testbed, &SendBenchArgs) -> Result<String>) -> Result<String> {
     let buffer = Buffer::parse(&a.buffer).map_err(|e| anyhow::anyhow!("--buffer: {e}"))?;
     let bottleneck = Bottleneck { rate: Some(a.rate), buffer, ..Bottleneck::new(Some(a.rate), a.delay) };
     let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
     eprintln!("testbed {}: {} bottleneck, {} each way, buffer {}", tb.prefix(), a.rate, a.delay, a.buffer);
-    let result = measure_on(&tb, a);
+    let result = part(&tb, a);
     let down = tb.down();
     let s = result?;
     down?;
@@ -365,26 +397,31 @@ fn integrity_part(a: &SendBenchArgs) -> Result<String> {
 }
 
 /// Which sender a background run uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 enum BgSender {
-    ImtcpBg,
-    Kernel(&'static str),
+    /// `send --background` with this rule, under this label.
+    ImtcpBg(&'static str, ImtcpBgConfig),
+    /// A bulk sender with this kernel congestion control (a label, the name to select).
+    Kernel(String, String),
 }
 
+/// Width of the sender column (the root test reads the row after it).
+pub const LABEL_WIDTH: usize = 62;
+
 impl BgSender {
-    fn name(self) -> String {
+    fn name(&self) -> String {
         match self {
-            BgSender::ImtcpBg => "send --background (imtcp-bg over cubic)".into(),
-            BgSender::Kernel(cc) => format!("kernel {cc}"),
+            BgSender::ImtcpBg(l, _) => (*l).into(),
+            BgSender::Kernel(l, _) => l.clone(),
         }
     }
-    fn options(self, a: &SendBenchArgs) -> SendOptions {
+    fn options(&self, a: &SendBenchArgs) -> SendOptions {
         let mut c = ControlConfig::default();
         c.measurement.stream_len = a.stream_len;
         c.measurement.delayed_ack = true;
         let (cc, mode) = match self {
-            BgSender::ImtcpBg => ("cubic", Mode::Background(Box::new(c), Default::default())),
-            BgSender::Kernel(cc) => (cc, Mode::Bulk),
+            BgSender::ImtcpBg(_, bg) => ("cubic", Mode::Background(Box::new(c), *bg)),
+            BgSender::Kernel(_, cc) => (cc.as_str(), Mode::Bulk),
         };
         SendOptions {
             limit: SendLimit::Time(Duration::from_secs(a.seconds)),
@@ -394,6 +431,52 @@ impl BgSender {
             ..SendOptions::default()
         }
     }
+}
+
+/// The background senders of `--senders`, with the BPF controllers they need registered (held
+/// until the returned guards drop) and notes on those that could not load.
+fn bg_senders(a: &SendBenchArgs) -> Result<(Vec<BgSender>, Vec<headroom_bpf::Registered>, Vec<String>)> {
+    let (mut out, mut held, mut notes) = (Vec::new(), Vec::new(), Vec::new());
+    let rtt4 = ImtcpBgConfig { rtt_cur: RttCur::MinOfLast(4), ..ImtcpBgConfig::default() };
+    let n = a.stream_len as u32;
+    for name in &a.senders {
+        match name.as_str() {
+            "paper" => out.push(BgSender::ImtcpBg("send --background --paper-rule", ImtcpBgConfig::default())),
+            "rtt-cur" => out.push(BgSender::ImtcpBg("send --background --paper-rule --rtt-cur 4", rtt4)),
+            "floor" => out.push(BgSender::ImtcpBg(
+                "send --background --paper-rule --rtt-cur 4 --m-floor",
+                ImtcpBgConfig { measurement_floor: Some(n), ..rtt4 },
+            )),
+            "linear" => out.push(BgSender::ImtcpBg(
+                "send --background --paper-rule --rtt-cur 4 --m-floor --linear",
+                ImtcpBgConfig { measurement_floor: Some(n), reduction_sets_ssthresh: true, ..rtt4 },
+            )),
+            "headroom" => out.push(BgSender::ImtcpBg(
+                "send --background (headroom's rule, the default)",
+                ImtcpBgConfig::headroom(a.stream_len),
+            )),
+            "cubic" | "reno" => out.push(BgSender::Kernel(format!("kernel {name}"), name.clone())),
+            other => {
+                let Some(c) = headroom_bpf::Controller::parse(other) else {
+                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, cubic, reno, lp, ledbat, becc)")
+                };
+                let unique = headroom_bpf::unique_name(c);
+                let opts = headroom_bpf::LoadOptions {
+                    name: Some(unique.clone()),
+                    ledbat_target: (c == headroom_bpf::Controller::Ledbat)
+                        .then(|| Duration::from_nanos(a.ledbat_target.0)),
+                };
+                match headroom_bpf::load(c, &opts) {
+                    Ok(r) => {
+                        out.push(BgSender::Kernel(format!("kernel {other} (BPF, as {unique})"), unique));
+                        held.push(r);
+                    }
+                    Err(e) => notes.push(format!("{other}: not loaded: {e}")),
+                }
+            }
+        }
+    }
+    Ok((out, held, notes))
 }
 
 /// Starts a transfer from `from` to `to`'s receiver in a thread; returns its join handle.
@@ -420,18 +503,6 @@ fn join_send(t: std::thread::JoinHandle<Result<TransferReport>>) -> Result<Trans
     }
 }
 
-fn background_part(a: &SendBenchArgs) -> Result<String> {
-    let buffer = Buffer::parse(&a.buffer).map_err(|e| anyhow::anyhow!("--buffer: {e}"))?;
-    let bottleneck = Bottleneck { rate: Some(a.rate), buffer, ..Bottleneck::new(Some(a.rate), a.delay) };
-    let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
-    eprintln!("testbed {}: {} bottleneck, {} each way, buffer {}", tb.prefix(), a.rate, a.delay, a.buffer);
-    let result = background_on(&tb, a);
-    let down = tb.down();
-    let s = result?;
-    down?;
-    Ok(s)
-}
-
 fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     let (s1, t1) = start_receiver(tb, "r1")?;
     let (s2, t2) = start_receiver(tb, "r2")?;
@@ -453,13 +524,21 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     let leftover = (link - fg_alone).max(0.0);
     let _ = writeln!(
         s,
-        "{:<42} {:>10} {:>8} {:>12} {:>12} {:>14} | goals",
-        "background sender", "bg alone", "% link", "fg with bg", "fg kept %", "bg with fg"
+        "{:<w$} {:>10} {:>8} {:>12} {:>12} {:>14} | goals",
+        "background sender",
+        "bg alone",
+        "% link",
+        "fg with bg",
+        "fg kept %",
+        "bg with fg",
+        w = LABEL_WIDTH
     );
+    let (senders, _registered, notes) = bg_senders(a)?;
     let mut verdicts = Vec::new();
-    for bg in [BgSender::ImtcpBg, BgSender::Kernel("cubic"), BgSender::Kernel("reno")] {
-        let alone = join_send(spawn_send(tb, "s1", "r1", bg.options(a), bg == BgSender::ImtcpBg)?)?;
-        let bt = spawn_send(tb, "s1", "r1", bg.options(a), bg == BgSender::ImtcpBg)?;
+    for bg in senders {
+        let ours = matches!(bg, BgSender::ImtcpBg(..));
+        let alone = join_send(spawn_send(tb, "s1", "r1", bg.options(a), ours)?)?;
+        let bt = spawn_send(tb, "s1", "r1", bg.options(a), ours)?;
         let ft = spawn_send(tb, "s2", "r2", fg_opts(), false)?;
         let fg = join_send(ft)?.rate.as_mbps();
         let both = join_send(bt)?;
@@ -470,7 +549,7 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         let yes = |b: bool| if b { "met" } else { "MISSED" };
         let _ = writeln!(
             s,
-            "{:<42} {:>10.2} {:>7.1}% {:>12.2} {:>11.1}% {:>9.2} ({:>4.0}% of leftover) | fg kept {}, leftover used {}, alone {}",
+            "{:<w$} {:>10.2} {:>7.1}% {:>12.2} {:>11.1}% {:>9.2} ({:>4.0}% of leftover) | fg kept {}, leftover used {}, alone {}",
             bg.name(),
             alone.rate.as_mbps(),
             alone.rate.as_mbps() / link * 100.0,
@@ -480,32 +559,163 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             used * 100.0,
             yes(goals[0]),
             yes(goals[1]),
-            yes(goals[2])
+            yes(goals[2]),
+            w = LABEL_WIDTH
         );
-        if let (BgSender::ImtcpBg, Some(m)) = (bg, both.measure) {
+        if let (true, Some(m), Some(ma)) = (ours, both.measure, alone.measure) {
             let _ = writeln!(
                 s,
-                "{:<42} with fg: {} estimates, {} Eq. 4 reductions, last limit {} B; alone: {} estimates",
+                "{:<w$} with fg: {} estimates, {} Eq. 4 reductions, {} losses, last limit {} B; alone: {} estimates, {} reductions, {} losses",
                 "",
                 both.estimates.len(),
                 m.reductions,
+                m.losses,
                 m.last_limit.unwrap_or(0),
-                alone.estimates.len()
+                alone.estimates.len(),
+                ma.reductions,
+                ma.losses,
+                w = LABEL_WIDTH
             );
         }
         verdicts.push((bg, goals));
+    }
+    for n in notes {
+        let _ = writeln!(s, "{n}");
     }
     let _ = writeln!(
         s,
         "(leftover = link {link:.1} - foreground alone {fg_alone:.2} = {leftover:.2} Mbit/s; kernel cubic and reno are the harm baseline, not held to the goals)"
     );
-    let ours = verdicts.iter().find(|v| v.0 == BgSender::ImtcpBg).map(|v| v.1.iter().all(|g| *g));
-    let _ = writeln!(
-        s,
-        "goal (issue 15, bulk foreground): send --background keeps the foreground >= 95 %, uses >= 80 % of the leftover and >= 85 % of the link alone: {}\n",
-        if ours == Some(true) { "met" } else { "MISSED" }
-    );
+    for (bg, goals) in verdicts.iter().filter(|v| matches!(v.0, BgSender::ImtcpBg(..))) {
+        let _ = writeln!(
+            s,
+            "goal (issue 15, bulk foreground): {} keeps the foreground >= 95 %, uses >= 80 % of the leftover and >= 85 % of the link alone: {}",
+            bg.name(),
+            if goals.iter().all(|g| *g) { "met" } else { "MISSED" }
+        );
+    }
+    s.push('\n');
     stop_all(&s1, vec![t1])?;
     stop_all(&s2, vec![t2])?;
+    Ok(s)
+}
+
+/// ImTCP §4.3's web model (module doc).
+const WEB_OBJECTS: u32 = 8;
+const WEB_OBJECT_MEAN: u64 = 12_000;
+const WEB_SHAPE: f64 = 1.2;
+const WEB_THINK_MS: u64 = 1000;
+const WEB_PORT: u16 = 8080;
+
+/// Runs the web clients in `r2` against the server in `s2` for `--seconds`: (mean page time s,
+/// pages, web throughput Mbit/s).
+fn web_run(tb: &Testbed, a: &SendBenchArgs) -> Result<(f64, usize, f64)> {
+    let server = SocketAddr::new(tb.host("s2")?.addr.into(), WEB_PORT);
+    let mut threads = Vec::new();
+    for i in 0..a.web_clients {
+        let w = headroom_testbed::traffic::WebClient {
+            server,
+            objects: WEB_OBJECTS,
+            object_mean: Bytes(WEB_OBJECT_MEAN),
+            object_shape: WEB_SHAPE,
+            think: Dur::from_millis(WEB_THINK_MS),
+            duration: Dur::from_secs(a.seconds),
+            seed: 1000 + i as u64,
+        };
+        threads.push(tb.spawn_in("r2", move || headroom_testbed::traffic::web_client(&w, None, &mut |_| {}))?);
+    }
+    let mut pages = Vec::new();
+    for t in threads {
+        match t.join() {
+            Ok(r) => pages.extend(r?),
+            Err(_) => bail!("a web client panicked"),
+        }
+    }
+    if pages.is_empty() {
+        bail!("the web clients finished no page");
+    }
+    let mean = pages.iter().map(|p| p.time.as_secs_f64()).sum::<f64>() / pages.len() as f64;
+    let bytes: u64 = pages.iter().map(|p| p.bytes).sum();
+    Ok((mean, pages.len(), bytes as f64 * 8.0 / 1e6 / a.seconds as f64))
+}
+
+fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
+    let (s1, t1) = start_receiver(tb, "r1")?;
+    // The web server in s2; accepted sockets inherit the listener's congestion control (CUBIC).
+    let listener = tb.run_in("s2", || {
+        let l = std::net::TcpListener::bind(("0.0.0.0", WEB_PORT))?;
+        headroom_net::transfer::sock::set_congestion(std::os::fd::AsRawFd::as_raw_fd(&l), "cubic")
+            .map_err(|e| anyhow::anyhow!("cubic for the web server: {}", e.0))?;
+        Ok(l)
+    })?;
+    let web_stop = Arc::new(AtomicBool::new(false));
+    let ws = web_stop.clone();
+    let server = tb.spawn_in("s2", move || headroom_testbed::traffic::web_serve(listener, ws))?;
+    let result: Result<String> = (|| {
+        let link = a.rate.as_mbps();
+        let (page0, n0, web0) = web_run(tb, a)?;
+        let leftover = (link - web0).max(0.0);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "== web foreground: {} clients, {WEB_OBJECTS} objects/page, Pareto {WEB_SHAPE} mean {} KB, think {} s (ImTCP §4.3), {} s per run, {} bottleneck",
+            a.web_clients,
+            WEB_OBJECT_MEAN / 1000,
+            WEB_THINK_MS as f64 / 1000.0,
+            a.seconds,
+            a.rate
+        );
+        let _ = writeln!(
+            s,
+            "web alone: mean page time {:.1} ms over {n0} pages, {web0:.2} Mbit/s; leftover {leftover:.2} Mbit/s",
+            page0 * 1000.0
+        );
+        let _ = writeln!(
+            s,
+            "{:<w$} {:>10} {:>7} {:>10} {:>12} {:>10} | goals",
+            "background sender",
+            "page ms",
+            "pages",
+            "page ratio",
+            "bg Mbit/s",
+            "% leftover",
+            w = LABEL_WIDTH
+        );
+        let (senders, _registered, notes) = bg_senders(a)?;
+        for bg in senders {
+            let ours = matches!(bg, BgSender::ImtcpBg(..));
+            let bt = spawn_send(tb, "s1", "r1", bg.options(a), ours)?;
+            let (page, n, _) = web_run(tb, a)?;
+            let bgr = join_send(bt)?.rate.as_mbps();
+            let (ratio, used) = (page / page0, bgr / leftover);
+            let yes = |b: bool| if b { "met" } else { "MISSED" };
+            let _ = writeln!(
+                s,
+                "{:<w$} {:>10.1} {:>7} {:>10.3} {:>12.2} {:>9.0}% | page time within 5 % {}, leftover used {}",
+                bg.name(),
+                page * 1000.0,
+                n,
+                ratio,
+                bgr,
+                used * 100.0,
+                yes(ratio <= 1.05),
+                yes(used >= 0.80),
+                w = LABEL_WIDTH
+            );
+        }
+        for n in notes {
+            let _ = writeln!(s, "{n}");
+        }
+        s.push('\n');
+        Ok(s)
+    })();
+    web_stop.store(true, Ordering::SeqCst);
+    let served = server.join();
+    stop_all(&s1, vec![t1])?;
+    let s = result?;
+    match served {
+        Ok(r) => r?,
+        Err(_) => bail!("the web server panicked"),
+    }
     Ok(s)
 }

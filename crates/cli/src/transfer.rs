@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use headroom_core::cc::imtcp_bg::ImtcpBgConfig;
+use headroom_core::cc::imtcp_bg::{ImtcpBgConfig, RttCur};
 use headroom_core::imtcp::{ControlConfig, Estimate};
 use headroom_core::units::{Bytes, Dur};
 use headroom_net::transfer::{
@@ -59,6 +59,27 @@ pub struct SendArgs {
     /// ImTCP-bg's δ: reduce when RTT_cur / RTT_min exceeds it (Eq. 3).
     #[arg(long, default_value_t = 1.5)]
     pub delta: f64,
+    /// ImTCP-bg as the paper states it (seed 000 Eqs. 1-4), without headroom's choices
+    /// (`--rtt-cur 4 --measurement-allowance --linear-regrowth`, see docs/transfer.md).
+    #[arg(long)]
+    pub paper_rule: bool,
+    /// ImTCP-bg's RTT_cur (Eq. 3): the smallest of the last N RTT samples (1 = the latest
+    /// sample, the paper's reading) [default: 4, 1 with --paper-rule].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub rtt_cur: Option<u8>,
+    /// ImTCP-bg's bound never below one measurement stream (N segments), so that estimates
+    /// keep coming (headroom's option beyond the paper).
+    #[arg(long)]
+    pub measurement_floor: bool,
+    /// ImTCP-bg's Eq. 4 also sets ssthresh, so the window regrows linearly after a reduction
+    /// (the paper's rule changes cwnd only: slow start back up to maxcwnd until a loss; on
+    /// unless --paper-rule).
+    #[arg(long)]
+    pub linear_regrowth: bool,
+    /// ImTCP-bg's bound is Ā × RTT_min plus one measurement stream (N segments), the part of
+    /// the window ImTCP's buffer holds while it stores a stream (on unless --paper-rule).
+    #[arg(long)]
+    pub measurement_allowance: bool,
     /// Packets per measurement stream (ImTCP's N).
     #[arg(long, default_value_t = 35)]
     pub stream_len: usize,
@@ -179,6 +200,7 @@ pub fn report_json(r: &TransferReport) -> Value {
             "write_stalls": m.write_stalls,
             "parse_errors": m.parse_errors,
             "background_reductions": m.reductions,
+            "background_losses": m.losses,
             "background_limit_bytes": m.last_limit,
         })
     });
@@ -271,8 +293,24 @@ pub fn send_options(a: &SendArgs) -> Result<SendOptions> {
     // Linux receivers delay ACKs (every second full segment): ImTCP §3.5.1.
     c.measurement.delayed_ack = true;
     let mode = if a.background {
-        let bg = ImtcpBgConfig { delta: a.delta, ..ImtcpBgConfig::default() };
-        bg.validate().map_err(|e| anyhow!("--delta: {e}"))?;
+        let n = a.stream_len as u32;
+        let mut bg = if a.paper_rule { ImtcpBgConfig::default() } else { ImtcpBgConfig::headroom(a.stream_len) };
+        bg.delta = a.delta;
+        match a.rtt_cur {
+            Some(1) => bg.rtt_cur = RttCur::Latest,
+            Some(k) => bg.rtt_cur = RttCur::MinOfLast(k),
+            None => {}
+        }
+        if a.measurement_floor {
+            bg.measurement_floor = Some(n);
+        }
+        if a.measurement_allowance {
+            bg.measurement_allowance = Some(n);
+        }
+        if a.linear_regrowth {
+            bg.reduction_sets_ssthresh = true;
+        }
+        bg.validate().map_err(|e| anyhow!("background: {e}"))?;
         Mode::Background(Box::new(c), bg)
     } else if a.measure {
         Mode::Measure(Box::new(c))

@@ -36,10 +36,10 @@ fn background_send_harms_the_foreground_less_than_kernel_cubic() {
     if !headroom_testbed::testbed_available_for_test() {
         return;
     }
-    let out = bench(&["--parts", "background", "--seconds", "3"]);
+    let out = bench(&["--parts", "background", "--seconds", "3", "--senders", "headroom,cubic"]);
     let kept = |prefix: &str| -> f64 {
         let line = out.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no row {prefix}: {out}"));
-        let t: Vec<&str> = line[42..].split_whitespace().collect();
+        let t: Vec<&str> = line[62..].split_whitespace().collect();
         t[3].trim_end_matches('%').parse().unwrap()
     };
     let ours = kept("send --background");
@@ -49,4 +49,21 @@ fn background_send_harms_the_foreground_less_than_kernel_cubic() {
         "foreground kept {ours} % beside send --background, {cubic} % beside kernel cubic\n{out}"
     );
     assert!(out.contains("Eq. 4 reductions") && !out.contains(" 0 Eq. 4 reductions"), "{out}");
+}
+
+/// The web-like foreground: pages finish with and without a background sender beside them, and
+/// the page-time ratio is read from the run (no goal asserted in 3 s).
+#[test]
+fn web_foreground_pages_finish_beside_the_background_sender() {
+    if !headroom_testbed::testbed_available_for_test() {
+        return;
+    }
+    let out = bench(&["--parts", "web", "--seconds", "3", "--senders", "headroom", "--web-clients", "5"]);
+    let alone = out.lines().find(|l| l.starts_with("web alone:")).unwrap_or_else(|| panic!("{out}"));
+    let pages: u64 = alone.split(" over ").nth(1).and_then(|t| t.split(' ').next()).unwrap().parse().unwrap();
+    assert!(pages >= 5, "{out}");
+    let row = out.lines().find(|l| l.starts_with("send --background")).unwrap_or_else(|| panic!("{out}"));
+    let t: Vec<&str> = row[62..].split_whitespace().collect();
+    let (page_ms, n, ratio): (f64, u64, f64) = (t[0].parse().unwrap(), t[1].parse().unwrap(), t[2].parse().unwrap());
+    assert!(page_ms > 0.0 && n >= 5 && ratio.is_finite() && ratio > 0.0, "{out}");
 }

@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opts = SendOptions {
         limit: SendLimit::Time(Duration::from_secs(seconds)),
         interval: Some(Duration::from_millis(500)),
-        mode: Mode::Background(Box::new(measure), ImtcpBgConfig::default()),
+        mode: Mode::Background(Box::new(measure), ImtcpBgConfig::headroom(35)),
         ..SendOptions::default()
     };
     // Called every interval from the sending loop: the live estimate and the background limit.

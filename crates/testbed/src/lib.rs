@@ -86,7 +86,13 @@ pub mod traffic;
 /// through) and returns `false` — except under CI (`CI` set to `true` or `1`), where a skip is a
 /// failure: it panics with the reason, so a broken namespace set-up can never pass as green.
 pub fn testbed_available_for_test() -> bool {
-    match skip_verdict(unsupported_reason(), std::env::var("CI").ok().as_deref()) {
+    available_for_test(unsupported_reason())
+}
+
+/// [`testbed_available_for_test`] with the caller's own reason not to run (`None`: it can run),
+/// for tests that need more than the testbed (BTF, ...).
+pub fn available_for_test(unsupported: Option<String>) -> bool {
+    match skip_verdict(unsupported, std::env::var("CI").ok().as_deref()) {
         SkipVerdict::Run => true,
         SkipVerdict::Skip(why) => {
             use std::io::Write;

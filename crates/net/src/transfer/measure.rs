@@ -19,8 +19,9 @@
 //! kernel's window: the release condition above uses min(kernel window, limit). Bytes in
 //! flight come from `TCP_INFO` (`bytes_acked` against what was released); `TCP_NOTSENT_LOWAT`
 //! (16 KiB) keeps the kernel's unsent queue short, although pieces are only written when the
-//! window has room anyway. The rule gets every ACK (with its kernel RTT sample) and every
-//! estimate.
+//! window has room anyway. The rule gets every ACK (with its kernel RTT sample), every
+//! estimate, and a loss whenever `tcpi_total_retrans` rises (the shadow Reno halves, at most
+//! once per RTT; [`ImtcpBgLimit`]).
 //!
 //! Clock: the driver's [`Time`] is `CLOCK_REALTIME` minus the start, the clock of the
 //! kernel's software timestamps. Waiting: `ppoll` on the socket (an error-queue message wakes
@@ -55,8 +56,10 @@ pub struct MeasureStats {
     pub write_stalls: u64,
     /// Error-queue messages that were not readable timestamps.
     pub parse_errors: u64,
-    /// Background mode: Eq. 4 reductions and the last in-flight limit.
+    /// Background mode: Eq. 4 reductions, losses that halved the shadow window and the last
+    /// in-flight limit.
     pub reductions: u64,
+    pub losses: u64,
     pub last_limit: Option<u64>,
 }
 
@@ -220,6 +223,9 @@ pub(crate) fn transmit(
         if info.total_retrans > retrans {
             retrans = info.total_retrans;
             buffer.on_retransmit(now);
+            if let Some(l) = limit.as_mut() {
+                l.on_loss(now, srtt);
+            }
         }
         while let Some(e) = buffer.poll_estimate() {
             if let Some(l) = limit.as_mut() {
@@ -307,6 +313,7 @@ pub(crate) fn transmit(
     stats.control = buffer.stats();
     if let Some(l) = &limit {
         stats.reductions = l.rule().reductions();
+        stats.losses = l.losses();
         stats.last_limit = Some(l.inflight_limit().0);
     }
     while let Some(e) = buffer.poll_estimate() {
