@@ -450,11 +450,27 @@ fn summarise(s: &Scenario, rows: &[Row], warmup: Dur, payload: f64) -> Figures {
         let end = rows.iter().rev().find(|r| r.flow == flow && r.metric == metric)?;
         Some(end.value - before.map_or(0.0, |r| r.value))
     };
-    let mean = |v: &[f64]| if v.is_empty() { None } else { Some(v.iter().sum::<f64>() / v.len() as f64) };
+    // The time average over the window: each sample weighs the time since the previous sample of
+    // its series. The testbed's sampler falls behind under load and then samples back to back;
+    // a plain mean of its per-interval rates would then weigh a few milliseconds like 50 (one run
+    // read 103 Mbit/s through a 100 Mbit/s link so). For `throughput_bps`, whose samples are the
+    // bytes since the previous sample over that time, this is exactly bytes / time.
+    let time_mean = |flow: &str, metric: &str| -> Option<f64> {
+        let (mut prev, mut sum, mut total) = (0.0, 0.0, 0.0);
+        for r in rows.iter().filter(|r| r.flow == flow && r.metric == metric) {
+            let dt = r.time_s - prev;
+            prev = r.time_s;
+            if r.time_s > from + 1e-9 {
+                sum += r.value * dt;
+                total += dt;
+            }
+        }
+        (total > 0.0).then(|| sum / total)
+    };
     let mut flows = Vec::new();
     for (i, f) in s.flows.iter().enumerate() {
         let name = s.flow_name(i);
-        let thr = mean(&values(&name, "throughput_bps")).unwrap_or(0.0);
+        let thr = time_mean(&name, "throughput_bps").unwrap_or(0.0);
         let ip = if f.kind == FlowKind::Tcp { thr * PACKET / payload } else { thr };
         let mut rtt = values(&name, "rtt_ms");
         rtt.sort_by(f64::total_cmp);
@@ -463,16 +479,17 @@ fn summarise(s: &Scenario, rows: &[Row], warmup: Dur, payload: f64) -> Figures {
             (Some(r), Some(o)) if o > 0.0 => Some(100.0 * r / o),
             _ => None,
         };
-        flows.push(FlowFig { mbps: ip / 1e6, rtt_mean_ms: mean(&rtt), rtt_p95_ms: p95, retrans_pct: retrans });
+        let rtt_mean_ms = time_mean(&name, "rtt_ms");
+        flows.push(FlowFig { mbps: ip / 1e6, rtt_mean_ms, rtt_p95_ms: p95, retrans_pct: retrans });
     }
     Figures {
         flows,
-        mean_queue_pkts: mean(&values("bottleneck", "queue_pkts")).unwrap_or(0.0),
+        mean_queue_pkts: time_mean("bottleneck", "queue_pkts").unwrap_or(0.0),
         drops: growth("bottleneck", "drops").unwrap_or(0.0),
     }
 }
 
-/// (kernel − sim) / kernel, percent.
+/// (sim − kernel) / kernel, percent.
 fn diff_pct(sim: f64, kernel: f64) -> f64 {
     if kernel == 0.0 {
         if sim == 0.0 {
@@ -497,6 +514,16 @@ fn verdict(o: &Outcome) -> Option<(f64, f64)> {
         .map(|(s, k)| diff_pct(s.mbps, k.mbps).abs())
         .fold(0.0, f64::max);
     Some((thr, diff_pct(o.sim.mean_queue_pkts, k.mean_queue_pkts)))
+}
+
+/// The TCP flows' summed throughput, Mbit/s.
+fn tcp_total(f: &Figures) -> f64 {
+    f.flows.iter().filter(|f| f.rtt_mean_ms.is_some()).map(|f| f.mbps).sum()
+}
+
+/// The difference of the TCP flows' summed throughput, percent.
+fn total_diff(o: &Outcome) -> Option<f64> {
+    o.kernel.as_ref().map(|(k, _)| diff_pct(tcp_total(&o.sim), tcp_total(k)))
 }
 
 fn opt(v: Option<f64>, d: usize) -> String {
@@ -552,10 +579,10 @@ fn outcome_table(o: &Outcome, a: &CrosscheckArgs) -> String {
             if h.keeps_up() { "kept up" } else { "DID NOT KEEP UP (kernel figures are CPU-limited)" }
         );
     }
-    if let Some((thr, q)) = verdict(o) {
+    if let (Some((thr, q)), Some(sum)) = (verdict(o), total_diff(o)) {
         let _ = writeln!(
             t,
-            "verdict: per-flow throughput within {}%: {} (worst {thr:.1}%); mean queue within {}%: {} ({q:+.1}%)",
+            "verdict: per-flow throughput within {}%: {} (worst {thr:.1}%, TCP sum {sum:+.1}%); mean queue within {}%: {} ({q:+.1}%)",
             a.throughput_tol,
             yes(thr <= a.throughput_tol),
             a.queue_tol,
@@ -578,8 +605,8 @@ fn summary_table(os: &[Outcome], a: &CrosscheckArgs) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>8} {:>6}",
-        "path", "thr |d|%", "q sim", "q kernel", "q diff%", "RTT sim", "RTT kernel", "box ok", "goal"
+        "{:<20} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>7} {:>5}",
+        "path", "flow |d|%", "sum d%", "q sim", "q kernel", "q diff%", "RTT sim", "RTT kernel", "box ok", "goal"
     );
     let mut met = 0;
     for o in os {
@@ -593,9 +620,10 @@ fn summary_table(os: &[Outcome], a: &CrosscheckArgs) -> String {
         met += ok as usize;
         let _ = writeln!(
             t,
-            "{:<28} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>11} {:>8} {:>6}",
+            "{:<20} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>11} {:>7} {:>5}",
             name,
             opt(v.map(|v| v.0), 1),
+            opt(total_diff(o), 1),
             o.sim.mean_queue_pkts,
             opt(o.kernel.as_ref().map(|(k, _)| k.mean_queue_pkts), 1),
             opt(v.map(|v| v.1), 1),
@@ -638,6 +666,7 @@ fn outcome_json(o: &Outcome, a: &CrosscheckArgs) -> String {
             "max_late_us": h.max_late_us, "kept_up": h.keeps_up(),
         })),
         "throughput_diff_pct_worst": v.map(|v| v.0),
+        "tcp_total_diff_pct": total_diff(o),
         "queue_diff_pct": v.map(|v| v.1),
     })
     .to_string()
@@ -683,6 +712,36 @@ mod tests {
         assert_eq!(c.retrans_pct, Some(1.0));
         assert_eq!(f.mean_queue_pkts, 4.0);
         assert_eq!(f.drops, 30.0);
+    }
+
+    #[test]
+    fn a_sampler_that_falls_behind_does_not_inflate_the_throughput() {
+        let s = small();
+        // 10 Mbit/s throughout, sampled every 50 ms but for a stall: one 250 ms interval and then
+        // four samples 1 ms apart that carry the stalled interval's bytes unevenly
+        let mut rows = Vec::new();
+        let mut t = 0.0;
+        let mut push = |dt: f64, bits: f64| {
+            t += dt;
+            rows.push(row(t, "cubic1", "throughput_bps", bits / dt));
+            rows.push(row(t, "bottleneck", "queue_pkts", 2.0));
+        };
+        for _ in 0..200 {
+            push(0.05, 0.5e6);
+        }
+        push(0.25, 1e6);
+        for _ in 0..4 {
+            push(0.001, 0.4e6);
+        }
+        for _ in 0..40 {
+            push(0.05, 0.5e6);
+        }
+        let f = summarise(&s, &rows, Dur::from_secs(5), 1500.0);
+        // from 5 s on: the last 100 regular samples, the stall, the catching up, 40 more
+        let bits = 100.0 * 0.5e6 + 1e6 + 4.0 * 0.4e6 + 40.0 * 0.5e6;
+        let time = 5.0 + 0.25 + 0.004 + 40.0 * 0.05;
+        assert!((f.flows[0].mbps - bits / time / 1e6).abs() < 1e-9, "{:?}", f.flows[0]);
+        assert!((f.mean_queue_pkts - 2.0).abs() < 1e-9);
     }
 
     #[test]
