@@ -4,7 +4,9 @@
 //! buffer 1 BDP, 12 s, figures over 5–12 s) on both sides and asserts the goal on it:
 //! throughput within 10 % and mean queue within 25 %, plus mean RTT within 10 % (the RTT is the
 //! base RTT plus the queue, so it follows from the queue; a mapping error in the delays would
-//! show here first). It prints `SKIP: reason` without root and fails under `CI=true`.
+//! show here first), and that the kernel flow filled the link and the delay box kept up; one
+//! retry when a run disagrees (the kernel side measures the machine's load too). It prints
+//! `SKIP: reason` without root and fails under `CI=true`.
 
 use std::process::Command;
 
@@ -16,28 +18,50 @@ fn scenario(name: &str) -> String {
     format!("{}/../../scenarios/crosscheck/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
-#[test]
-fn the_simulator_and_the_kernel_agree_on_the_small_case() {
-    if !headroom_testbed::testbed_available_for_test() {
-        return;
-    }
+/// One run of the small case on both sides: `Ok(report)` when they agree, `Err(why)` otherwise.
+fn small_case_agrees() -> Result<String, String> {
     let out = bin().args(["crosscheck", "--json"]).arg(scenario("small.toml")).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "crosscheck failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    eprintln!("{v:#}");
-    assert_eq!(v["delay_box"]["kept_up"], true, "the delay box fell behind: the kernel side is CPU-limited\n{v:#}");
     let (sim, kernel) = (&v["sim"], &v["kernel"]);
     let f = |side: &serde_json::Value, key: &str| side["flows"][0][key].as_f64().unwrap();
     let pct = |s: f64, k: f64| 100.0 * (s - k) / k;
     let thr = pct(f(sim, "mbps"), f(kernel, "mbps"));
     let q = pct(sim["mean_queue_pkts"].as_f64().unwrap(), kernel["mean_queue_pkts"].as_f64().unwrap());
     let rtt = pct(f(sim, "rtt_mean_ms"), f(kernel, "rtt_mean_ms"));
-    assert!(f(kernel, "mbps") > 9.0, "the kernel flow did not fill the 10 Mbit/s link\n{v:#}");
-    assert!(thr.abs() <= 10.0, "throughput differs by {thr:+.1} %\n{v:#}");
-    assert!(q.abs() <= 25.0, "mean queue differs by {q:+.1} %\n{v:#}");
-    assert!(rtt.abs() <= 10.0, "mean RTT differs by {rtt:+.1} %\n{v:#}");
     assert!((v["queue_diff_pct"].as_f64().unwrap() - q).abs() < 1e-9, "the JSON's own verdict is the same figure");
+    let report = format!("throughput {thr:+.1} %, mean queue {q:+.1} %, mean RTT {rtt:+.1} %\n{v:#}");
+    if v["delay_box"]["kept_up"] != true {
+        return Err(format!("the delay box fell behind: {report}"));
+    }
+    if f(kernel, "mbps") <= 9.0 {
+        return Err(format!("the kernel flow did not fill the 10 Mbit/s link (short of CPU?): {report}"));
+    }
+    if thr.abs() > 10.0 || q.abs() > 25.0 || rtt.abs() > 10.0 {
+        return Err(format!("outside 10 % / 25 % / 10 %: {report}"));
+    }
+    Ok(report)
+}
+
+#[test]
+fn the_simulator_and_the_kernel_agree_on_the_small_case() {
+    if !headroom_testbed::testbed_available_for_test() {
+        return;
+    }
+    // The kernel side measures the machine too: on this shared 2-core box a run at load average
+    // 45 starved the sender (9.67 Mbit/s, queue 7.4 packets against 11.7) while the delay box
+    // kept up. One retry (13 s) keeps that from failing the suite; a mapping or simulator error
+    // fails both runs.
+    let first = small_case_agrees();
+    let result = first.clone().or_else(|why| {
+        eprintln!("first run disagreed, retrying once: {why}");
+        small_case_agrees()
+    });
+    match result {
+        Ok(report) => eprintln!("{report}"),
+        Err(why) => panic!("the simulator and the kernel disagree in two runs; the second: {why}"),
+    }
 }
 
 #[test]
