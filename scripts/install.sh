@@ -8,6 +8,7 @@ need_apt=()
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
+command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || need_apt+=(ethtool)   # headroom crosscheck --kernel-offloads-off
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # The kernel congestion controllers (bpf/, crates/bpf) are compiled with clang against a vmlinux.h
 # made by bpftool from the kernel's BTF, and loaded with libbpf-rs (vendored libbpf: libelf, zlib).

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod cc;
 mod cc_bench;
+mod crosscheck;
 mod outdir;
 mod plot;
 mod probe;
@@ -58,6 +59,8 @@ enum Cmd {
     Recv(transfer::RecvArgs),
     /// Benchmark `headroom send` on the testbed (root): measurement accuracy, integrity through loss.
     SendBench(send_bench::SendBenchArgs),
+    /// One dumbbell scenario in the simulator and on the testbed (kernel CUBIC/Reno), side by side.
+    Crosscheck(crosscheck::CrosscheckArgs),
 }
 
 fn main() {
@@ -81,6 +84,7 @@ fn main() {
         Cmd::Send(a) => transfer::run_send(a),
         Cmd::Recv(a) => transfer::run_recv(a),
         Cmd::SendBench(a) => send_bench::run_send_bench(a),
+        Cmd::Crosscheck(a) => crosscheck::run(a),
     };
     if let Err(e) = r {
         eprintln!("headroom: error: {e:#}");

@@ -1,8 +1,9 @@
 //! Measurements in the simulator's long CSV shape: `time_s,flow,metric,value`.
 //!
 //! Metrics written by the testbed: `throughput_bps` (per flow, received goodput for TCP and
-//! web, received IP bytes for UDP, over each sampling interval), `rtt_ms` and `cwnd_bytes`
-//! (TCP_INFO of TCP senders), `queue_bytes`, `queue_pkts` and `drops` (flow `bottleneck`: the
+//! web, received IP bytes for UDP, over each sampling interval), `rtt_ms` (smoothed RTT),
+//! `cwnd_bytes`, and the cumulative `retrans_segs` and `data_segs_out` (TCP_INFO of TCP
+//! senders), `queue_bytes`, `queue_pkts` and `drops` (flow `bottleneck`: the
 //! forward qdisc's backlog and cumulative drops; for UDP flows `drops` is the cumulative count of
 //! lost packets), and `page_ms` (web flows: one row per finished page at its finish time). An
 //! interrupted `headroom testbed run` adds one row `run,interrupted_after_s` (its partial mark).
@@ -75,7 +76,7 @@ impl Recorder {
 pub enum Probe {
     /// `throughput_bps` from the byte counter (and `drops` from its `lost` counter if `udp`).
     Throughput { flow: String, counters: Arc<FlowCounters>, udp: bool },
-    /// `rtt_ms`, `cwnd_bytes` of a TCP sender socket.
+    /// `rtt_ms`, `cwnd_bytes`, `retrans_segs`, `data_segs_out` of a TCP sender socket.
     TcpInfo { flow: String, socket: Arc<TcpStream> },
     /// `queue_bytes`, `queue_pkts`, `drops` of a root qdisc (and of the link behind it).
     /// The qdisc of `dev` in `netns`, plus the delay-box link's queue behind it when `link`.
@@ -146,6 +147,8 @@ fn sample_loop(rec: &Recorder, interval: Dur, stop: &AtomicBool, probes: &Mutex<
                     if let Ok(i) = sys::tcp_info(socket.as_raw_fd()) {
                         rec.push(t, flow, "rtt_ms", i.rtt_us as f64 / 1000.0);
                         rec.push(t, flow, "cwnd_bytes", i.cwnd_bytes as f64);
+                        rec.push(t, flow, "retrans_segs", i.total_retrans as f64);
+                        rec.push(t, flow, "data_segs_out", i.data_segs_out as f64);
                     }
                 }
                 Probe::Queue { flow, netns, dev, link } => {

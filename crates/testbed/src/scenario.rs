@@ -40,6 +40,12 @@ pub struct RunOutcome {
     /// `Some(t)` when `interrupt` stopped the run `t` after its start: the rows and summaries
     /// cover only that time (throughputs are over each flow's active time within it).
     pub interrupted_after: Option<Dur>,
+    /// The forward bottleneck link's counters at the end (its queue drops, the delay box's own
+    /// drops and release lateness), when the box runs a link.
+    pub forward_link: Option<crate::delaybox::CounterSnapshot>,
+    /// Packets the TUN devices dropped because the delay box did not read them in time
+    /// (forward, reverse): the box's own input drops.
+    pub tun_drops: (u64, u64),
 }
 
 fn wait_until(t_ns: u64, stop: &AtomicBool) -> bool {
@@ -74,7 +80,18 @@ fn register_kernel_cc(s: &Scenario) -> Result<(Vec<headroom_bpf::Registered>, Ha
 /// Runs `s` to completion, or until `interrupt` is set: then the flows stop, the testbed is torn
 /// down and the outcome covers what was measured so far ([`RunOutcome::interrupted_after`]).
 pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
+    run_with(s, interrupt, |_| Ok(()))
+}
+
+/// [`run`], with `setup` called on the testbed once it is up and before any flow starts (to
+/// change a host's sysctls or offloads, say); an error from it tears the testbed down.
+pub fn run_with(
+    s: &Scenario,
+    interrupt: &AtomicBool,
+    setup: impl FnOnce(&Testbed) -> Result<()>,
+) -> Result<RunOutcome> {
     let tb = Testbed::up(&s.topology())?;
+    setup(&tb)?;
     let rec = Recorder::new();
     let mut sampler = Sampler::start(rec.clone(), s.run.sample);
     sampler.add(Probe::Queue {
@@ -255,6 +272,8 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
         recv_notes.push(join(h, "receiver")?);
     }
     let prefix = tb.prefix().to_string();
+    let forward_link = tb.forward_link_counters().map(|c| c.snapshot());
+    let tun_drops = tb.tun_drops()?;
     tb.down()?;
     let horizon = interrupted_after.unwrap_or(s.run.duration).min(s.run.duration);
     let mut flows = Vec::new();
@@ -268,5 +287,5 @@ pub fn run(s: &Scenario, interrupt: &AtomicBool) -> Result<RunOutcome> {
             detail: format!("{}; {}", send_notes[i], recv_notes[i]).trim_end_matches("; ").to_string(),
         });
     }
-    Ok(RunOutcome { prefix, recorder: rec, flows, interrupted_after })
+    Ok(RunOutcome { prefix, recorder: rec, flows, interrupted_after, forward_link, tun_drops })
 }

@@ -222,6 +222,8 @@ pub struct TcpInfo {
     pub total_retrans: u32,
     /// Bytes acknowledged by the peer.
     pub bytes_acked: u64,
+    /// Data segments sent, retransmissions included (0 on kernels before 4.6).
+    pub data_segs_out: u32,
 }
 
 /// Reads `TCP_INFO` of a TCP socket.
@@ -241,6 +243,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         cwnd_bytes: raw.snd_cwnd as u64 * raw.snd_mss as u64,
         total_retrans: raw.total_retrans,
         bytes_acked: raw.bytes_acked,
+        data_segs_out: raw.data_segs_out,
     })
 }
 
