@@ -55,7 +55,7 @@
 //! does, and the loss calibrates `d_max`); counts an indication only from a segment sent after the
 //! last reduction (TSecr later than it) and outside loss recovery; and sets `ssthresh` to the
 //! reduced window (at least 2 segments), so that growth after the inference window is additive.
-//! Measured (same test, 60 s): 9.36 Mbit/s alone (96 %), and Reno keeps 9.21 of its 9.56 Mbit/s
+//! Measured (same test, 60 s): 9.37 Mbit/s alone (96 %), and Reno keeps 9.21 of its 9.56 Mbit/s
 //! alone beside it. [`LpRule::Linux`] is the literal module (the previous default), kept for
 //! comparison: every step above is skipped.
 //!
