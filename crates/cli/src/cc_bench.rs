@@ -388,6 +388,41 @@ fn fig12(phase: u64, no_sack_: bool) -> Result<()> {
     Ok(())
 }
 
+/// The simulator's run of the same path and flows as [`background`]: bottleneck 50 Mbit/s, 10 ms
+/// one way, 625 KB DropTail; hosts on 1 Gbit/s, 0 ms links; flows named by their scenario `cc`.
+/// Per flow: goodput (Mbit/s) and median RTT (ms), both from `skip_s` on.
+fn sim_background(ccs: &[&str], secs: u64, skip_s: f64) -> Result<Vec<(f64, f64)>> {
+    let mut src = format!("duration = \"{secs}s\"\nseed = 1\n");
+    let link = |a: &str, b: &str| format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\nrate = \"1Gbps\"\ndelay = \"0ms\"\n");
+    for (i, _) in ccs.iter().enumerate() {
+        src += &link(&format!("s{i}"), "r1");
+        src += &link("r2", &format!("d{i}"));
+    }
+    src += "[[link]]\na = \"r1\"\nb = \"r2\"\nrate = \"50Mbps\"\ndelay = \"10ms\"\nqueue_bytes = \"625KB\"\n";
+    for (i, cc) in ccs.iter().enumerate() {
+        src += &format!("[[tcp]]\nfrom = \"s{i}\"\nto = \"d{i}\"\ncc = {cc}\n");
+    }
+    src += "[trace]\ninterval = \"250ms\"\ncwnd = false\n";
+    let sc = headroom_sim::Scenario::parse(&src, "cc-bench-background")?;
+    let mut w = headroom_sim::World::new(&sc, None).map_err(anyhow::Error::msg)?;
+    w.run();
+    use headroom_sim::world::Metric;
+    Ok((0..ccs.len() as u32)
+        .map(|i| {
+            let rows = |m: Metric| -> Vec<f64> {
+                w.trace
+                    .iter()
+                    .filter(|r| r.series == i && r.metric == m && r.time.as_secs_f64() > skip_s)
+                    .map(|r| r.value)
+                    .collect()
+            };
+            let bps = rows(Metric::ThroughputBps);
+            let mean = bps.iter().sum::<f64>() / bps.len().max(1) as f64 / 1e6;
+            (mean, median(&rows(Metric::RttMs)).unwrap_or(f64::NAN))
+        })
+        .collect())
+}
+
 fn background(secs: u64, target_ms: u64) -> Result<()> {
     let target = Duration::from_millis(target_ms);
     let ledbat = register(Controller::Ledbat, Some(target))?;
@@ -400,11 +435,13 @@ fn background(secs: u64, target_ms: u64) -> Result<()> {
     let skip = 8; // the first 2 s
     let tcp = |from, to, cc: &str| Flow { from, to, plan: Plan::Tcp { cc: cc.into(), max_window: None } };
     println!(
-        "50 Mbit/s, 20 ms RTT, 625 KB buffer, LEDBAT TARGET {target_ms} ms, {secs} s per run (first 2 s not counted)"
+        "50 Mbit/s, 20 ms RTT, 625 KB buffer, LEDBAT TARGET {target_ms} ms, {secs} s per run (first 2 s not counted); \
+         kernel (testbed) beside the simulator (same path, flows and window of time)"
     );
-    println!("| run | flow | Mbit/s | RTT median (ms) | RTT - 20 ms (queueing, ms) |");
-    println!("|---|---|---|---|---|");
-    let mut alone_cubic = 0.0;
+    println!("| run | flow | kernel Mbit/s | kernel queueing (ms) | sim Mbit/s | sim queueing (ms) |");
+    println!("|---|---|---|---|---|---|");
+    let sim_ledbat = format!("{{ name = \"ledbat\", target = \"{target_ms}ms\" }}");
+    let (mut alone_cubic, mut sim_alone_cubic) = (0.0, 0.0);
     for (label, ccs) in [
         ("alone", vec!["cubic"]),
         ("alone", vec![ledbat.name()]),
@@ -417,29 +454,47 @@ fn background(secs: u64, target_ms: u64) -> Result<()> {
             .enumerate()
             .map(|(i, cc)| if i == 0 { tcp("s1", "r1", cc) } else { tcp("s2", "r2", cc) })
             .collect();
+        let names: Vec<&str> = ccs
+            .iter()
+            .map(|cc| {
+                if *cc == ledbat.name() {
+                    "ledbat"
+                } else if *cc == lp.name() {
+                    "lp"
+                } else {
+                    "cubic"
+                }
+            })
+            .collect();
+        let sim_ccs: Vec<&str> = names
+            .iter()
+            .map(|n| match *n {
+                "ledbat" => sim_ledbat.as_str(),
+                "lp" => "\"lp\"",
+                _ => "\"cubic\"",
+            })
+            .collect();
+        let sim = sim_background(&sim_ccs, secs, skip as f64 * interval.as_secs_f64())?;
         let t = run_flows(&tb, &flows, secs, interval)?;
-        for (i, cc) in ccs.iter().enumerate() {
+        for (i, name) in names.iter().enumerate() {
             let r = mbps(&t.bytes[i][skip.min(t.bytes[i].len())..], interval);
             let rtt: Vec<f64> = t.rtt_us[i].iter().skip(skip).map(|&u| u as f64 / 1e3).collect();
             let med = median(&rtt).unwrap_or(f64::NAN);
-            let name = if *cc == ledbat.name() {
-                "ledbat"
-            } else if *cc == lp.name() {
-                "lp"
-            } else {
-                "cubic"
+            let (sr, smed) = sim[i];
+            let share = |r: f64, alone: &mut f64| {
+                if label == "alone" && *name == "cubic" {
+                    *alone = r;
+                    String::new()
+                } else if *name == "cubic" {
+                    format!(" ({:.0} % of alone)", 100.0 * r / *alone)
+                } else if label == "alone" {
+                    format!(" ({:.0} % of link)", 100.0 * r / 50.0)
+                } else {
+                    String::new()
+                }
             };
-            let share = if label == "alone" && name == "cubic" {
-                alone_cubic = r;
-                String::new()
-            } else if name == "cubic" {
-                format!(" ({:.0} % of alone)", 100.0 * r / alone_cubic)
-            } else if label == "alone" {
-                format!(" ({:.0} % of link)", 100.0 * r / 50.0)
-            } else {
-                String::new()
-            };
-            println!("| {label} | {name} | {r:.1}{share} | {med:.1} | {:.1} |", med - 20.0);
+            let (k, s) = (share(r, &mut alone_cubic), share(sr, &mut sim_alone_cubic));
+            println!("| {label} | {name} | {r:.1}{k} | {:.1} | {sr:.1}{s} | {:.1} |", med - 20.0, smed - 20.0);
         }
     }
     Ok(())

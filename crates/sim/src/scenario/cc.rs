@@ -18,7 +18,7 @@
 
 use headroom_core::cc::imtcp_bg::{BackgroundConfig, ImtcpBgConfig, Reduction};
 use headroom_core::cc::ledbat::LedbatConfig;
-use headroom_core::cc::lp::LpConfig;
+use headroom_core::cc::lp::{LpConfig, LpRule};
 use headroom_core::cc::nice::NiceConfig;
 use headroom_core::cc::vegas::VegasConfig;
 use headroom_core::units::Dur;
@@ -44,7 +44,7 @@ pub enum CcKind {
     /// Vegas's `alpha`, `beta`, `gamma`.
     Nice(NiceConfig),
     /// TCP-LP (Kuzmanovic & Knightly 2003, Linux `tcp_lp.c`); keys `threshold`,
-    /// `inference_rtts`, `early_ssthresh` (not Linux: early congestion also sets ssthresh).
+    /// `inference_rtts`, `rule = "paper" | "linux"` (core's `LpRule`).
     Lp(LpConfig),
     /// LEDBAT (RFC 6817); keys `target`, `gain`, `base_history`, `current_filter`,
     /// `allowed_increase`, `min_cwnd`.
@@ -320,7 +320,15 @@ impl NiceKeys {
 struct LpKeys {
     threshold: Option<f64>,
     inference_rtts: Option<u32>,
-    early_ssthresh: Option<bool>,
+    rule: Option<LpRuleKey>,
+}
+
+/// `rule = "paper" | "linux"`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum LpRuleKey {
+    Paper,
+    Linux,
 }
 
 impl LpKeys {
@@ -331,8 +339,10 @@ impl LpKeys {
         if let Some(i) = self.inference_rtts {
             c.inference_rtts = i;
         }
-        if let Some(e) = self.early_ssthresh {
-            c.early_ssthresh = e;
+        match self.rule {
+            None => {}
+            Some(LpRuleKey::Paper) => c.rule = LpRule::Paper,
+            Some(LpRuleKey::Linux) => c.rule = LpRule::Linux,
         }
     }
 }
@@ -483,6 +493,8 @@ mod tests {
         assert_eq!((c.t, c.f, c.vegas.alpha, c.vegas.beta, c.vegas.gamma), (0.2, 0.5, 1, 3, 1));
         let sc = scenario_with("{ name = \"lp\", inference_rtts = 5 }").unwrap();
         assert_eq!(sc.tcp[0].cc, CcKind::Lp(LpConfig { inference_rtts: 5, ..LpConfig::default() }));
+        let sc = scenario_with("{ name = \"lp\", rule = \"linux\" }").unwrap();
+        assert_eq!(sc.tcp[0].cc, CcKind::Lp(LpConfig { rule: LpRule::Linux, ..LpConfig::default() }));
         assert_eq!(scenario_with("{ name = \"reno\" }").unwrap().tcp[0].cc, CcKind::Reno);
     }
 
@@ -497,6 +509,7 @@ mod tests {
             ("{ name = \"vegas\", alpha = 5, beta = 4 }", "alpha"),
             ("{ name = \"nice\", f = 0.0 }", "f must be"),
             ("{ name = \"lp\", threshold = 1.5 }", "threshold"),
+            ("{ name = \"lp\", rule = \"bsd\" }", "`paper`"),
             ("{ target = \"25ms\" }", "needs `name`"),
             ("{ name = 3 }", "`name` must be a string"),
             ("{ name = \"bbr\" }", "unknown congestion control `bbr`"),
