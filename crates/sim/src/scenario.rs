@@ -399,11 +399,22 @@ pub struct TraceSpec {
     /// Also trace each bulk flow's highest acknowledged byte (a sequence plot).
     #[serde(default)]
     pub seq: bool,
+    /// Also trace each bulk flow's controller's own measured rate where it keeps one (BECC's
+    /// `t_msrd_th`; metric `measured_rate_bps`).
+    #[serde(default)]
+    pub measured_rate: bool,
 }
 
 impl Default for TraceSpec {
     fn default() -> Self {
-        TraceSpec { interval: default_interval(), queues: Vec::new(), cwnd: true, rtt: true, seq: false }
+        TraceSpec {
+            interval: default_interval(),
+            queues: Vec::new(),
+            cwnd: true,
+            rtt: true,
+            seq: false,
+            measured_rate: false,
+        }
     }
 }
 

@@ -3,12 +3,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use headroom_core::units::Time;
 use headroom_sim::scenario::CcKind;
+use headroom_sim::traffic::{SizeDist, UdpPattern};
 use headroom_sim::world::Metric;
-use headroom_sim::{sweep, Scenario};
+use headroom_sim::{sweep, Scenario, World};
 
-use super::{mean_between, par_map, run_scenario, run_world, series_of, Experiment};
+use super::{mean_between, par_map, run_scenario, run_world, series_of, Base, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
@@ -200,38 +202,311 @@ fn becc_fig11(dir: &Path) -> Result<String> {
     )
 }
 
+/// What the BECC flow of Fig. 12's run did up to one instant (counters are cumulative).
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    tcp_drops: u64,
+    fast_retransmits: u64,
+    timeouts: u64,
+}
+
+fn becc_counters(w: &World) -> Result<Counters> {
+    let c = w.bulk_conn(0).context("the scenario has no bulk TCP flow")?;
+    Ok(Counters {
+        tcp_drops: w.net.drops_by_stat.get(c.stat as usize).copied().unwrap_or(0),
+        fast_retransmits: c.counters.fast_retransmits,
+        timeouts: c.counters.timeouts,
+    })
+}
+
+/// Runs a Fig. 12 scenario, stopping at each instant of `at` (seconds) to read the BECC flow's
+/// counters; stepping through `run_until` processes the same events as one `run`.
+fn run_with_marks(sc: &Scenario, at: &[f64]) -> Result<(World, headroom_sim::Report, Vec<Counters>)> {
+    let mut w = World::new(sc, None).map_err(anyhow::Error::msg)?;
+    let mut marks = Vec::new();
+    for &t in at {
+        w.run_until(Time::from_secs_f64(t));
+        marks.push(becc_counters(&w)?);
+    }
+    w.run();
+    marks.push(becc_counters(&w)?);
+    let r = w.report();
+    Ok((w, r, marks))
+}
+
+/// Longest time (s) in `(a, b]` during which the flow's highest acknowledged byte does not move,
+/// from the traced sequence numbers (a stall shows as consecutive equal samples).
+fn longest_halt(seq: &[(f64, f64)], a: f64, b: f64) -> f64 {
+    let pts: Vec<&(f64, f64)> = seq.iter().filter(|p| p.0 > a && p.0 <= b).collect();
+    let mut best = 0.0f64;
+    let mut since: Option<f64> = None;
+    for pair in pts.windows(2) {
+        if pair[1].1 <= pair[0].1 {
+            let from = *since.get_or_insert(pair[0].0);
+            best = best.max(pair[1].0 - from);
+        } else {
+            since = None;
+        }
+    }
+    best
+}
+
+fn value_at(points: &[(f64, f64)], t: f64) -> f64 {
+    points.iter().rfind(|p| p.0 <= t + 1e-9).map_or(f64::NAN, |p| p.1)
+}
+
+fn max_between(points: &[(f64, f64)], a: f64, b: f64) -> f64 {
+    points.iter().filter(|p| p.0 > a && p.0 <= b).map(|p| p.1).fold(f64::NAN, f64::max)
+}
+
+fn min_between(points: &[(f64, f64)], a: f64, b: f64) -> f64 {
+    points.iter().filter(|p| p.0 > a && p.0 <= b).map(|p| p.1).fold(f64::NAN, f64::min)
+}
+
+/// The instants at which Fig. 12's run is read: the first congestion and its timeout are over by
+/// 3 s, the UDP load stops at 10 s and returns at 20 s.
+const FIG12_MARKS: [f64; 3] = [3.0, 10.0, 20.0];
+
+/// One variant of Fig. 12's path for the sensitivity table: the bottleneck buffer and the UDP
+/// load's timing and packet size, the three things the paper does not state.
+struct Fig12Variant {
+    buffer_kb: u64,
+    poisson: bool,
+    udp_size: u32,
+}
+
+const FIG12_VARIANTS: [Fig12Variant; 8] = [
+    Fig12Variant { buffer_kb: 144, poisson: false, udp_size: 1000 },
+    Fig12Variant { buffer_kb: 144, poisson: true, udp_size: 1000 },
+    Fig12Variant { buffer_kb: 144, poisson: true, udp_size: 1500 },
+    Fig12Variant { buffer_kb: 144, poisson: true, udp_size: 4352 },
+    Fig12Variant { buffer_kb: 100, poisson: false, udp_size: 1000 },
+    Fig12Variant { buffer_kb: 100, poisson: true, udp_size: 1000 },
+    Fig12Variant { buffer_kb: 100, poisson: true, udp_size: 1500 },
+    Fig12Variant { buffer_kb: 100, poisson: true, udp_size: 4352 },
+];
+
+impl Fig12Variant {
+    fn udp(&self) -> String {
+        format!("{} {} B", if self.poisson { "Poisson" } else { "CBR" }, self.udp_size)
+    }
+
+    fn apply(&self, sc: &mut Scenario) -> Result<()> {
+        let bottleneck = sc
+            .links
+            .iter_mut()
+            .find(|l| *l.b.get_ref() == "receiver")
+            .context("no link into `receiver` (the bottleneck)")?;
+        bottleneck.queue_bytes = Some(headroom_core::units::Bytes(self.buffer_kb * 1000));
+        if sc.udp.is_empty() {
+            bail!("no [[udp]] load to vary");
+        }
+        for u in &mut sc.udp {
+            let rate = match u.pattern {
+                UdpPattern::Cbr { rate } | UdpPattern::Poisson { rate } => rate,
+                _ => bail!("the UDP load is neither CBR nor Poisson"),
+            };
+            u.pattern = if self.poisson { UdpPattern::Poisson { rate } } else { UdpPattern::Cbr { rate } };
+            u.size = SizeDist::Fixed(self.udp_size);
+        }
+        Ok(())
+    }
+}
+
+/// After the UDP load returns at 20 s: the BECC flow's losses and timeouts, the longest halt
+/// of its sequence number, and its bandwidth window at 20 s and lowest after.
+struct AfterTwenty {
+    tcp_drops: u64,
+    fast_retransmits: u64,
+    timeouts: u64,
+    halt_s: f64,
+    swnd_at_20_kb: f64,
+    swnd_min_after_kb: f64,
+}
+
+impl AfterTwenty {
+    fn of(w: &World, at20: Counters, end: Counters) -> AfterTwenty {
+        let seq = series_of(w, "becc", Metric::SeqBytes, 1.0);
+        let swnd = series_of(w, "becc", Metric::CeilingBytes, 1e-3);
+        let t_end = w.end.as_secs_f64();
+        AfterTwenty {
+            tcp_drops: end.tcp_drops - at20.tcp_drops,
+            fast_retransmits: end.fast_retransmits - at20.fast_retransmits,
+            timeouts: end.timeouts - at20.timeouts,
+            halt_s: longest_halt(&seq, 20.0, t_end),
+            swnd_at_20_kb: value_at(&swnd, 20.0),
+            swnd_min_after_kb: min_between(&swnd, 20.0, t_end),
+        }
+    }
+
+    /// The paper's sequence of events: congestion, a stall (a halt of at least 0.5 s: the BSD
+    /// timer's 1 s minimum), a new (lower) bandwidth window.
+    fn stalls(&self) -> bool {
+        self.timeouts > 0 && self.halt_s >= 0.5
+    }
+}
+
 fn becc_fig12(dir: &Path) -> Result<String> {
-    let (w, r) = run_scenario(dir, FIG12, "scenarios/becc/fig12.toml")?;
+    let origin = "scenarios/becc/fig12.toml";
+    let base = Base::load(FIG12, origin)?;
+    let (w, r, marks) = run_with_marks(&base.sc, &FIG12_MARKS)?;
+    headroom_sim::output::write_all(dir, &w, &r)?;
     let becc = series_of(&w, "becc", Metric::ThroughputBps, 1e-6);
+    let msrd = series_of(&w, "becc", Metric::MeasuredRateBps, 1e-6);
+    let seq = series_of(&w, "becc", Metric::SeqBytes, 1e-6);
+    let swnd = series_of(&w, "becc", Metric::CeilingBytes, 1e-3);
+    let queue = series_of(&w, "router->receiver", Metric::QueueBytes, 1e-3);
     let udp: Vec<(f64, f64)> = series_of(&w, "udp-0-10s", Metric::ThroughputBps, 1e-6)
         .iter()
         .zip(series_of(&w, "udp-from-20s", Metric::ThroughputBps, 1e-6))
         .map(|(a, b)| (a.0, a.1 + b.1))
         .collect();
-    let window = series_of(&w, "becc", Metric::CeilingBytes, 8.0 / 1e6 / 0.010);
-    let chart = Chart {
-        title: "BECC Fig. 12: 20 Mb/s UDP on 0-10 s and from 20 s".into(),
+    if msrd.len() != seq.len() || msrd.is_empty() {
+        bail!("{origin}: the trace lacks BECC's measured rate or sequence numbers");
+    }
+    // What the paper plots (SEQ number and t_msrd_th), with the bandwidth window and the queue.
+    let mut csv =
+        String::from("time_s,seq_mbytes,t_msrd_th_mbps,throughput_mbps,bandwidth_window_kb,queue_kb,udp_mbps\n");
+    for (k, &(t, sq)) in seq.iter().enumerate() {
+        let _ = writeln!(
+            csv,
+            "{t:.1},{sq:.6},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            msrd[k].1,
+            value_at(&becc, t),
+            value_at(&swnd, t),
+            value_at(&queue, t),
+            value_at(&udp, t)
+        );
+    }
+    std::fs::write(dir.join("fig12.csv"), csv)?;
+    let rate_chart = Chart {
+        title: "BECC Fig. 12: measured rate t_msrd_th, 20 Mb/s UDP on 0-10 s and from 20 s".into(),
         x_label: "time (s)".into(),
-        y_label: "Mb/s".into(),
+        y_label: "rate (Mb/s)".into(),
         series: vec![
-            Series { label: "BECC throughput".into(), points: becc.clone(), markers_only: false },
+            Series { label: "BECC t_msrd_th".into(), points: msrd.clone(), markers_only: false },
+            Series { label: "BECC throughput".into(), points: becc, markers_only: false },
             Series { label: "UDP load".into(), points: udp, markers_only: false },
-            Series { label: "bw window / 10 ms".into(), points: window, markers_only: false },
         ],
         y_range: Some((0.0, 50.0)),
     };
-    std::fs::write(dir.join("fig12.svg"), chart.to_svg())?;
+    std::fs::write(dir.join("fig12.svg"), rate_chart.to_svg())?;
+    let seq_chart = Chart {
+        title: "BECC Fig. 12: sequence number".into(),
+        x_label: "time (s)".into(),
+        y_label: "highest byte acknowledged (MB)".into(),
+        series: vec![Series { label: "BECC".into(), points: seq.clone(), markers_only: false }],
+        y_range: None,
+    };
+    std::fs::write(dir.join("fig12-seq.svg"), seq_chart.to_svg())?;
+
+    let t_end = w.end.as_secs_f64();
+    let after = AfterTwenty::of(&w, marks[2], marks[3]);
+    let buffer_kb = base.sc.links.iter().find(|l| *l.b.get_ref() == "receiver").and_then(|l| l.queue_bytes);
+    let buffer_kb = buffer_kb.map_or(f64::NAN, |b| b.0 as f64 / 1e3);
+    let min_rtt_ms = r.flows[0].min_rtt_ms.unwrap_or(f64::NAN);
+    let bottleneck_mbps =
+        base.sc.links.iter().find(|l| *l.b.get_ref() == "receiver").map_or(f64::NAN, |l| l.rate.0 as f64 / 1e6);
+    let bdp_kb = bottleneck_mbps * min_rtt_ms / 8.0;
+    let swnd_max_kb = max_between(&swnd, 10.0, 20.0);
+
     let mut s = String::new();
-    let _ = writeln!(s, "{:<30} {:>20} {:>10}", "BECC throughput (Mb/s)", "paper", "headroom");
-    let _ =
-        writeln!(s, "{:<30} {:>20} {:>10.1}", "0-10 s (UDP on)", "~15 measured rate", mean_between(&becc, 0.5, 10.0));
-    let _ = writeln!(s, "{:<30} {:>20} {:>10.1}", "10-20 s (UDP off)", "rises", mean_between(&becc, 10.0, 20.0));
+    let row = |s: &mut String, what: &str, paper: &str, ours: String| {
+        let _ = writeln!(s, "{what:<44} {paper:>26} {ours:>24}");
+    };
+    row(&mut s, "BECC Fig. 12", "paper", "headroom".into());
+    row(&mut s, "t_msrd_th 3-10 s, UDP on (Mb/s)", "~15", format!("{:.1}", mean_between(&msrd, 3.0, 10.0)));
+    row(
+        &mut s,
+        "t_msrd_th at 10 s -> at 20 s, UDP off (Mb/s)",
+        "rises",
+        format!("{:.1} -> {:.1}", value_at(&msrd, 10.0), value_at(&msrd, 20.0)),
+    );
+    row(
+        &mut s,
+        "bandwidth window 10 s -> 20 s (KB)",
+        "grows every 1.5 s",
+        format!("{:.1} -> {:.1} (max {:.1})", value_at(&swnd, 10.0), value_at(&swnd, 20.0), swnd_max_kb),
+    );
+    row(
+        &mut s,
+        "after 20 s: TCP drops / fast retx / timeouts",
+        "congestion",
+        format!("{} / {} / {}", after.tcp_drops, after.fast_retransmits, after.timeouts),
+    );
+    row(&mut s, "longest halt of the SEQ number after 20 s", "one stall", format!("{:.1} s", after.halt_s));
+    row(
+        &mut s,
+        "bandwidth window at 20 s -> lowest after",
+        "re-estimated",
+        format!("{:.1} -> {:.1} KB", after.swnd_at_20_kb, after.swnd_min_after_kb),
+    );
+    row(&mut s, "t_msrd_th 21-40 s (Mb/s)", "smooth again", format!("{:.1}", mean_between(&msrd, 21.0, t_end)));
+    let before_20 = marks[2];
     let _ = writeln!(
         s,
-        "{:<30} {:>20} {:>10.1}",
-        "20-40 s (UDP on)",
-        "one stall, recovers",
-        mean_between(&becc, 20.0, 40.0)
+        "first congestion (0-3 s): {} TCP drops, {} timeout(s); 3-20 s: {} TCP drops",
+        marks[0].tcp_drops,
+        marks[0].timeouts,
+        before_20.tcp_drops - marks[0].tcp_drops
+    );
+    if after.stalls() {
+        let _ = writeln!(
+            s,
+            "as in the paper: the returning UDP load congests the path, the transfer halts {:.1} s and the \
+             bandwidth window is re-estimated to {:.1} KB",
+            after.halt_s, after.swnd_min_after_kb
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "differs from the paper: no stall at 20 s. The bandwidth window (at most {swnd_max_kb:.1} KB = {:.1}x \
+             the {bdp_kb:.1} KB BDP of {bottleneck_mbps:.0} Mb/s x min RTT {min_rtt_ms:.1} ms) plus the UDP \
+             load fills the queue to at most {:.1} KB of the {buffer_kb:.0} KB buffer after 20 s",
+            swnd_max_kb / bdp_kb,
+            max_between(&queue, 20.0, t_end),
+        );
+    }
+
+    // Sensitivity: what the paper leaves open (buffer, UDP timing and packet size) decides the
+    // stall at 20 s.
+    let runs: Vec<Scenario> = FIG12_VARIANTS.iter().map(|v| base.edited(|sc| v.apply(sc))).collect::<Result<_>>()?;
+    let mut results = par_map(&runs, |sc| {
+        let (w, _, marks) = run_with_marks(sc, &[20.0])?;
+        Ok(AfterTwenty::of(&w, marks[0], marks[1]))
+    })?;
+    let mut csv = String::from(
+        "buffer_kb,udp,tcp_drops_after_20s,fast_retransmits_after_20s,timeouts_after_20s,longest_halt_s,\
+         swnd_at_20s_kb,swnd_min_after_20s_kb,stall\n",
+    );
+    let mut stalling = Vec::new();
+    for v in &FIG12_VARIANTS {
+        let a = results.take()?;
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{:.1},{:.3},{:.3},{}",
+            v.buffer_kb,
+            v.udp(),
+            a.tcp_drops,
+            a.fast_retransmits,
+            a.timeouts,
+            a.halt_s,
+            a.swnd_at_20_kb,
+            a.swnd_min_after_kb,
+            a.stalls()
+        );
+        if a.stalls() {
+            stalling.push(format!("{} KB + {}", v.buffer_kb, v.udp()));
+        }
+    }
+    std::fs::write(dir.join("sensitivity.csv"), csv)?;
+    let _ = writeln!(
+        s,
+        "sensitivity.csv: {} of {} variants of the unstated buffer (144/100 KB) and UDP timing/size stall at 20 s{}{}",
+        stalling.len(),
+        FIG12_VARIANTS.len(),
+        if stalling.is_empty() { "" } else { ": " },
+        stalling.join(", ")
     );
     let _ = writeln!(
         s,
@@ -292,5 +567,44 @@ mod tests {
             assert_eq!(a.throughput_mbps, b.throughput_mbps);
             assert_eq!(a.timeouts, b.timeouts);
         }
+    }
+
+    #[test]
+    fn a_halt_is_the_longest_run_of_equal_sequence_numbers() {
+        let seq = [(20.1, 1.0), (20.2, 2.0), (20.3, 2.0), (20.4, 2.0), (20.5, 3.0), (20.6, 3.0), (20.7, 4.0)];
+        assert!((longest_halt(&seq, 20.0, 21.0) - 0.2).abs() < 1e-9);
+        assert_eq!(longest_halt(&seq[..2], 20.0, 21.0), 0.0);
+        // Only samples inside the window count.
+        assert!((longest_halt(&seq, 20.45, 21.0) - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fig12_stepped_run_equals_one_run_and_the_summary_matches_its_csv() {
+        let base = Base::load(FIG12, "scenarios/becc/fig12.toml").unwrap();
+        let (stepped, _, marks) = run_with_marks(&base.sc, &FIG12_MARKS).unwrap();
+        let (whole, r) = run_world(&base.sc).unwrap();
+        assert_eq!(
+            headroom_sim::output::trace_csv(&stepped),
+            headroom_sim::output::trace_csv(&whole),
+            "reading counters between run_until calls must not change the run"
+        );
+        assert_eq!(marks.last().unwrap().timeouts, r.flows[0].timeouts);
+        // The experiment's own files: the summary's after-20 s counts are the first row of
+        // sensitivity.csv (the scenario itself: 144 KB, CBR 1000 B).
+        let dir = std::env::temp_dir().join(format!("headroom-fig12-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let summary = becc_fig12(&dir).unwrap();
+        let csv = std::fs::read_to_string(dir.join("sensitivity.csv")).unwrap();
+        let first: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!(&first[..2], &["144", "CBR 1000 B"]);
+        let counts = format!("{} / {} / {}", first[2], first[3], first[4]);
+        let line = summary.lines().find(|l| l.starts_with("after 20 s")).unwrap();
+        assert!(line.ends_with(&counts), "{line} vs {counts}");
+        let halt = summary.lines().find(|l| l.starts_with("longest halt")).unwrap();
+        assert!(halt.ends_with(&format!("{} s", first[5])), "{halt} vs {}", first[5]);
+        // The measured rate is traced and plotted: fig12.csv has one t_msrd_th per sample.
+        let fig = std::fs::read_to_string(dir.join("fig12.csv")).unwrap();
+        assert!(fig.lines().skip(1).all(|l| l.split(',').nth(2).is_some_and(|v| v.parse::<f64>().is_ok())));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

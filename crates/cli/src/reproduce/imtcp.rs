@@ -10,6 +10,7 @@ use headroom_core::stats::{self, Sorted};
 use headroom_core::units::{Dur, Rate};
 use headroom_sim::probe::{EstimateMethod, Verdict};
 use headroom_sim::scenario::{CcKind, ImtcpSpec};
+use headroom_sim::tcp::HEADER;
 use headroom_sim::traffic::UdpPattern;
 use headroom_sim::world::FlowKind;
 use headroom_sim::{Report, Scenario, World};
@@ -242,12 +243,18 @@ struct StoringRun {
     /// Largest `wait - T` over the samples (ms; <= 0 when every wait is within its timer).
     worst_excess_ms: f64,
     stats: headroom_core::imtcp::ControlStats,
+    /// `N`, packets per stream.
+    stream_len: usize,
+    /// Bytes of one data packet on the wire (segment plus headers): the paper's `M`.
+    packet_bytes: u64,
 }
 
 fn storing_run(sc: &Scenario) -> Result<StoringRun> {
     let (mut w, r) = run_world(sc)?;
     let results = w.estimates.iter().filter(|e| e.method == EstimateMethod::Imtcp).count();
+    let packet_bytes = w.bulk_conn(0).context("no bulk TCP flow")?.params.mss as u64 + HEADER as u64;
     let Some(unit) = w.inline_measurement_mut(0) else { bail!("flow 0 has no ImTCP control unit") };
+    let stream_len = unit.measurer().config().stream_len;
     let samples = unit.take_first_packet_waits();
     let waits_ms: Sorted = samples.iter().map(|s| s.wait.as_secs_f64() * 1e3).collect();
     let worst_excess_ms = samples
@@ -260,6 +267,8 @@ fn storing_run(sc: &Scenario) -> Result<StoringRun> {
         waits_ms,
         worst_excess_ms,
         stats: unit.stats(),
+        stream_len,
+        packet_bytes,
     })
 }
 
@@ -301,6 +310,11 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
         }
     }
     let mut results = par_map(&scs, storing_run)?;
+    // Paper / headroom where headroom has results; the settings where it has none.
+    let mut gaps: Vec<f64> = Vec::new();
+    let mut none = Vec::new();
+    // Eq. (2)'s K = M/A·(N−1) per available bandwidth (ms), from the runs' own M and N.
+    let mut fill_ms = Vec::new();
     for (avail, _, paper) in cases {
         let _ = write!(s, "{:<10}", format!("{avail} Mb/s"));
         let mut pts = Vec::new();
@@ -308,6 +322,15 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
             let run = results.take()?;
             let c = run.results;
             let st = run.stats;
+            if c > 0 {
+                gaps.push(paper[k] as f64 / c as f64);
+            } else {
+                none.push(format!("{} at {avail} Mb/s, T = {label}", paper[k]));
+            }
+            if k == 0 {
+                let bits = (run.packet_bytes * 8) as f64 * (run.stream_len as f64 - 1.0);
+                fill_ms.push((avail, run.stream_len, run.packet_bytes, bits / (avail as f64 * 1e6) * 1e3));
+            }
             let _ = writeln!(
                 csv,
                 "{avail},{label},{c},{},{:.3},{},{},{}",
@@ -374,6 +397,24 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
     std::fs::write(dir.join("fig9.svg"), chart.to_svg())?;
     let _ =
         writeln!(s, "(paper: short fixed timers fail to form streams; the adaptive T keeps the count of T = 0.04 s)");
+    let lo = gaps.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = gaps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let _ = writeln!(
+        s,
+        "gap: the paper counts {lo:.1}-{hi:.0}x more results where headroom has any{}{}",
+        if none.is_empty() { "" } else { "; headroom has 0 against the paper's " },
+        none.join(" and ")
+    );
+    let fixed_ms: Vec<u64> = timers.iter().filter_map(|t| t.1).collect();
+    for (avail, n, m, k) in &fill_ms {
+        let shorter: Vec<String> = fixed_ms.iter().filter(|&&t| (t as f64) < *k).map(|t| format!("{t}")).collect();
+        let _ = writeln!(
+            s,
+            "eq. (2) at {avail} Mb/s: a TCP paced by A hands the buffer N = {n} packets of M = {m} B in \
+             K = M/A(N-1) = {k:.0} ms; fixed T shorter than K: {} ms",
+            if shorter.is_empty() { "none".to_string() } else { shorter.join(", ") }
+        );
+    }
     s.push('\n');
     s.push_str(&fig9);
     let _ =

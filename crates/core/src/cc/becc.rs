@@ -626,6 +626,11 @@ impl CongestionControl for Becc {
     fn state_size(&self) -> usize {
         std::mem::size_of::<BeccState>()
     }
+
+    /// `t_msrd_th` (eq. 1), the curve of Fig. 12.
+    fn measured_rate(&self) -> Option<Rate> {
+        Some(Rate(self.s.t_msrd_th as u64 * 8))
+    }
 }
 
 #[cfg(test)]

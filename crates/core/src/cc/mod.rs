@@ -199,6 +199,12 @@ pub trait CongestionControl {
     fn state_size(&self) -> usize {
         std::mem::size_of_val(self)
     }
+    /// The controller's own measure of the rate the path delivers, if it keeps one (BECC's
+    /// smoothed actual transfer rate `t_msrd_th`, the curve of the BECC paper's Fig. 12); traced
+    /// by the simulator with `[trace] measured_rate = true`.
+    fn measured_rate(&self) -> Option<Rate> {
+        None
+    }
 }
 
 impl<T: CongestionControl + ?Sized> CongestionControl for Box<T> {
@@ -231,6 +237,9 @@ impl<T: CongestionControl + ?Sized> CongestionControl for Box<T> {
     }
     fn state_size(&self) -> usize {
         (**self).state_size()
+    }
+    fn measured_rate(&self) -> Option<Rate> {
+        (**self).measured_rate()
     }
 }
 

@@ -74,6 +74,7 @@ impl World {
             trace_cwnd: sc.trace.cwnd,
             trace_rtt: sc.trace.rtt,
             trace_seq: sc.trace.seq,
+            trace_measured_rate: sc.trace.measured_rate,
             end,
             name: sc.name.clone().unwrap_or_else(|| "scenario".into()),
             seed,

@@ -113,6 +113,8 @@ pub enum Metric {
     QueuePkts,
     QueueBytes,
     Drops,
+    /// The controller's own measured rate (BECC's `t_msrd_th`), bit/s.
+    MeasuredRateBps,
 }
 
 impl Metric {
@@ -126,6 +128,7 @@ impl Metric {
             Metric::QueuePkts => "queue_pkts",
             Metric::QueueBytes => "queue_bytes",
             Metric::Drops => "drops",
+            Metric::MeasuredRateBps => "measured_rate_bps",
         }
     }
 }
@@ -152,6 +155,7 @@ pub struct World {
     trace_cwnd: bool,
     trace_rtt: bool,
     trace_seq: bool,
+    trace_measured_rate: bool,
     pub end: Time,
     pub name: String,
     pub seed: u64,
@@ -619,6 +623,11 @@ impl World {
             }
             if self.trace_seq {
                 self.trace.push(TraceRow { time: now, series, metric: Metric::SeqBytes, value: c.snd_una as f64 });
+            }
+            if self.trace_measured_rate {
+                if let Some(r) = c.cc.measured_rate() {
+                    self.trace.push(TraceRow { time: now, series, metric: Metric::MeasuredRateBps, value: r.0 as f64 });
+                }
             }
         }
         for &(li, series) in &self.traced_links {
