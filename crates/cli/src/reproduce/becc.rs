@@ -122,13 +122,11 @@ fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[CcKind], rows: &[Swee
         series: ccs
             .iter()
             .enumerate()
-            .map(|(k, cc)| Series {
-                label: cc.to_string(),
-                points: rows.iter().map(|r| (r.max_window_kb, r.throughput_mbps[k])).collect(),
-                markers_only: false,
+            .map(|(k, cc)| {
+                Series::line(cc.to_string(), rows.iter().map(|r| (r.max_window_kb, r.throughput_mbps[k])).collect())
             })
             .collect(),
-        y_range: None,
+        ..Default::default()
     };
     std::fs::write(dir.join(format!("{file}.svg")), chart.to_svg())?;
     Ok(())
@@ -212,13 +210,14 @@ fn becc_fig12(dir: &Path) -> Result<String> {
     let chart = Chart {
         title: "BECC Fig. 12: 20 Mb/s UDP on 0-10 s and from 20 s".into(),
         x_label: "time (s)".into(),
-        y_label: "Mb/s".into(),
+        y_label: "rate (Mb/s)".into(),
         series: vec![
-            Series { label: "BECC throughput".into(), points: becc.clone(), markers_only: false },
-            Series { label: "UDP load".into(), points: udp, markers_only: false },
-            Series { label: "bw window / 10 ms".into(), points: window, markers_only: false },
+            Series::line("BECC throughput", becc.clone()),
+            Series::line("UDP load", udp),
+            Series::line("bw window / 10 ms", window),
         ],
         y_range: Some((0.0, 50.0)),
+        ..Default::default()
     };
     std::fs::write(dir.join("fig12.svg"), chart.to_svg())?;
     let mut s = String::new();
@@ -250,11 +249,9 @@ fn becc_fig13(dir: &Path) -> Result<String> {
         title: "BECC Fig. 13: two BECC flows, 45 Mb/s".into(),
         x_label: "time (s)".into(),
         y_label: "throughput (Mb/s)".into(),
-        series: vec![
-            Series { label: "becc1".into(), points: a.clone(), markers_only: false },
-            Series { label: "becc2 (from 5 s)".into(), points: b.clone(), markers_only: false },
-        ],
+        series: vec![Series::line("becc1", a.clone()), Series::line("becc2 (from 5 s)", b.clone())],
         y_range: Some((0.0, 50.0)),
+        ..Default::default()
     };
     std::fs::write(dir.join("fig13.svg"), chart.to_svg())?;
     let (ma, mb) = (mean_between(&a, 5.0, 60.0), mean_between(&b, 5.0, 60.0));
