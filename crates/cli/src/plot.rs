@@ -547,7 +547,8 @@ pub fn points_outside_axes(svg: &str) -> Result<Vec<(f64, f64)>, String> {
 }
 
 /// The number of data elements (`class="d"`) of an SVG written by this module.
-pub fn data_elements(svg: &str) -> usize {
+#[cfg(test)]
+fn data_elements(svg: &str) -> usize {
     svg.lines().filter(|l| l.contains(" class=\"d\"")).count()
 }
 
