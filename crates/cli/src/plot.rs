@@ -657,7 +657,7 @@ mod tests {
         ]);
         c.x_categories = vec!["40 ms".into(), "adaptive".into(), "10 ms".into()];
         let svg = c.to_svg();
-        assert!(svg.contains(">adaptive</text>") && !svg.contains(">0.5</text>"), "{svg}");
+        assert!(svg.contains(">40 ms</text>") && svg.contains(">adaptive</text>"), "{svg}");
         assert_eq!(svg.matches("<polygon class=\"d\"").count(), 1);
         assert_eq!(points_outside_axes(&svg), Ok(vec![]));
         // The band is drawn before (under) the line, in the line's colour.

@@ -136,8 +136,7 @@ document.querySelectorAll('figure').forEach(f => {
   });
   out.push('FIG ' + f.id + ' w=' + Math.round(r.width) + ' h=' + Math.round(r.height) + ' data=' + data.length + ' drawn=' + drawn + ' outside=' + outside + ' cut=' + cut);
 });
-const d = document.createElement('pre'); d.id = 'render-check'; d.textContent = out.join('
-'); document.body.appendChild(d);
+const d = document.createElement('pre'); d.id = 'render-check'; d.textContent = out.join(String.fromCharCode(10)); document.body.appendChild(d);
 </script>"#;
     let page = tmp.join("render.html");
     let text = std::fs::read_to_string(html).unwrap();
@@ -147,7 +146,8 @@ const d = document.createElement('pre'); d.id = 'render-check'; d.textContent = 
         .args(["--headless", "--disable-gpu", "--no-sandbox", "--window-size=1200,900", "--dump-dom"])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("file://{}", page.display()))
-        .stdout(std::process::Stdio::piped())
+        // A file, not a pipe: the DOM (every figure inline) is larger than a pipe's buffer.
+        .stdout(std::fs::File::create(tmp.join("dom.html")).unwrap())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -159,9 +159,9 @@ const d = document.createElement('pre'); d.id = 'render-check'; d.textContent = 
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "chromium failed: {:?}", out.status);
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    let status = child.wait().unwrap();
+    assert!(status.success(), "chromium failed: {status:?}");
+    Some(std::fs::read_to_string(tmp.join("dom.html")).unwrap())
 }
 
 #[test]
@@ -194,12 +194,11 @@ fn one_or_two_threads_give_the_same_files_and_the_report_has_every_figure() {
     if let Some(dom) = render(&a.join("report.html"), &tmp) {
         for p in fa.keys().filter(|p| p.extension().is_some_and(|e| e == "svg")) {
             let id = p.to_string_lossy().replace('\\', "/");
-            let line = dom
-                .lines()
-                .find(|l| l.starts_with(&format!("FIG {id} ")))
-                .unwrap_or_else(|| panic!("{id} not rendered"));
+            let line =
+                dom.lines().find(|l| l.contains(&format!("FIG {id} "))).unwrap_or_else(|| panic!("{id} not rendered"));
             let field = |k: &str| -> f64 {
-                line.split(' ').find_map(|w| w.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
+                let v = line.split(' ').find_map(|w| w.strip_prefix(&format!("{k}="))).unwrap();
+                v.trim_end_matches("</pre>").parse().unwrap()
             };
             let svg = std::str::from_utf8(&fa[p]).unwrap();
             let data = svg.lines().filter(|l| l.contains(" class=\"d\"")).count() as f64;

@@ -133,7 +133,7 @@ impl Paper {
             Paper::AtLeast(b) => (b, b - ours),
             Paper::AtMost(b) => (b, ours - b),
         };
-        if !beyond.is_finite() {
+        if beyond.is_nan() {
             Verdict::Differs
         } else if beyond <= 0.0 {
             Verdict::Matches
