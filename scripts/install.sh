@@ -18,6 +18,8 @@ command -v bpftool >/dev/null 2>&1 || [ -x /usr/sbin/bpftool ] || need_apt+=(bpf
 [ -f /usr/include/libelf.h ] || need_apt+=(libelf-dev)
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+# `reproduce --report` writes report.html; its test opens it headless in Chromium.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install.sh: needs root to apt-get install: ${need_apt[*]}" >&2

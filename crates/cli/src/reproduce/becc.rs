@@ -124,13 +124,11 @@ fn write_sweep(dir: &Path, file: &str, title: &str, ccs: &[CcKind], rows: &[Swee
         series: ccs
             .iter()
             .enumerate()
-            .map(|(k, cc)| Series {
-                label: cc.to_string(),
-                points: rows.iter().map(|r| (r.max_window_kb, r.throughput_mbps[k])).collect(),
-                markers_only: false,
+            .map(|(k, cc)| {
+                Series::line(cc.to_string(), rows.iter().map(|r| (r.max_window_kb, r.throughput_mbps[k])).collect())
             })
             .collect(),
-        y_range: None,
+        ..Default::default()
     };
     std::fs::write(dir.join(format!("{file}.svg")), chart.to_svg())?;
     Ok(())
@@ -384,19 +382,20 @@ fn becc_fig12(dir: &Path) -> Result<String> {
         x_label: "time (s)".into(),
         y_label: "rate (Mb/s)".into(),
         series: vec![
-            Series { label: "BECC t_msrd_th".into(), points: msrd.clone(), markers_only: false },
-            Series { label: "BECC throughput".into(), points: becc, markers_only: false },
-            Series { label: "UDP load".into(), points: udp, markers_only: false },
+            Series::line("BECC t_msrd_th", msrd.clone()),
+            Series::line("BECC throughput", becc),
+            Series::line("UDP load", udp),
         ],
         y_range: Some((0.0, 50.0)),
+        ..Default::default()
     };
     std::fs::write(dir.join("fig12.svg"), rate_chart.to_svg())?;
     let seq_chart = Chart {
         title: "BECC Fig. 12: sequence number".into(),
         x_label: "time (s)".into(),
         y_label: "highest byte acknowledged (MB)".into(),
-        series: vec![Series { label: "BECC".into(), points: seq.clone(), markers_only: false }],
-        y_range: None,
+        series: vec![Series::line("BECC", seq.clone())],
+        ..Default::default()
     };
     std::fs::write(dir.join("fig12-seq.svg"), seq_chart.to_svg())?;
 
@@ -525,11 +524,9 @@ fn becc_fig13(dir: &Path) -> Result<String> {
         title: "BECC Fig. 13: two BECC flows, 45 Mb/s".into(),
         x_label: "time (s)".into(),
         y_label: "throughput (Mb/s)".into(),
-        series: vec![
-            Series { label: "becc1".into(), points: a.clone(), markers_only: false },
-            Series { label: "becc2 (from 5 s)".into(), points: b.clone(), markers_only: false },
-        ],
+        series: vec![Series::line("becc1", a.clone()), Series::line("becc2 (from 5 s)", b.clone())],
         y_range: Some((0.0, 50.0)),
+        ..Default::default()
     };
     std::fs::write(dir.join("fig13.svg"), chart.to_svg())?;
     let (ma, mb) = (mean_between(&a, 5.0, 60.0), mean_between(&b, 5.0, 60.0));

@@ -16,7 +16,7 @@ use headroom_sim::world::FlowKind;
 use headroom_sim::{Report, Scenario, World};
 
 use super::{only, par_map, run_scenario, run_world, Base, Experiment};
-use crate::plot::{Chart, Series};
+use crate::plot::{panels_svg, Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
     Experiment { name: "imtcp-fig8", about: "ImTCP Fig. 8: echo mode, N = 3, 5, 35, available bandwidth 60-40-60-20-60 Mb/s over 300 s", run: imtcp_fig8 },
@@ -111,23 +111,26 @@ fn imtcp_fig8(dir: &Path) -> Result<String> {
         runs.push((n, est));
     }
     std::fs::write(dir.join("fig8.csv"), csv)?;
-    let mut series =
-        vec![Series { label: "available bandwidth".into(), points: available_series(300.0), markers_only: false }];
-    for (n, est) in &runs {
-        series.push(Series {
-            label: format!("N = {n}"),
-            points: est.iter().map(|e| (e.0, e.1)).collect(),
-            markers_only: true,
-        });
-    }
-    let chart = Chart {
-        title: "ImTCP Fig. 8: echo-mode estimates, 100 Mb/s bottleneck".into(),
-        x_label: "time (s)".into(),
-        y_label: "Mb/s".into(),
-        series,
-        y_range: Some((0.0, 100.0)),
-    };
-    std::fs::write(dir.join("fig8.svg"), chart.to_svg())?;
+    // One panel per N, as in the paper.
+    let panels: Vec<Chart> = runs
+        .iter()
+        .zip(["(a)", "(b)", "(c)"])
+        .map(|((n, est), tag)| Chart {
+            title: format!("{tag} N = {n}"),
+            x_label: "time (s)".into(),
+            y_label: "available bandwidth (Mb/s)".into(),
+            series: vec![
+                Series::line("available bandwidth (truth)", available_series(300.0)),
+                Series::points(format!("ImTCP estimate, N = {n}"), est.iter().map(|e| (e.0, e.1)).collect()),
+            ],
+            y_range: Some((0.0, 100.0)),
+            ..Default::default()
+        })
+        .collect();
+    std::fs::write(
+        dir.join("fig8.svg"),
+        panels_svg("ImTCP Fig. 8: echo-mode estimates, 100 Mb/s bottleneck", &panels),
+    )?;
 
     let mut s = String::new();
     let _ = writeln!(s, "mean estimate per phase (Mb/s; first 5 s of each phase left out)");
@@ -194,9 +197,10 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
     }
     let mut results = par_map(&scs, count_results)?;
     let mut series = Vec::new();
-    for (n, counts, pro) in paper {
+    // Categories 0..=5: m = 2..=7; 6: the adaptive m ("Pro.").
+    for (k, (n, counts, pro)) in paper.into_iter().enumerate() {
         let _ = write!(s, "{:<6}", format!("N={n}"));
-        let mut pts = Vec::new();
+        let (mut pts, mut paper_pts) = (Vec::new(), Vec::new());
         for m in 2..=7usize {
             if m > n {
                 let _ = write!(s, " {:>11}", "-");
@@ -206,25 +210,25 @@ fn imtcp_table1(dir: &Path) -> Result<String> {
             let p = counts[m - 2];
             let _ = writeln!(csv, "{n},{m},{c},{p},{tput:.3}");
             let _ = write!(s, " {:>11}", format!("{p} / {c}"));
-            pts.push((m as f64, c as f64));
+            pts.push(((m - 2) as f64, c as f64));
+            paper_pts.push(((m - 2) as f64, p as f64));
         }
         let (c, tput) = results.take()?;
         let _ = writeln!(csv, "{n},adaptive,{c},{pro},{tput:.3}");
         let _ = writeln!(s, " {:>11}", format!("{pro} / {c}"));
-        series.push(Series { label: format!("N = {n}, fixed m"), points: pts, markers_only: false });
-        series.push(Series {
-            label: format!("N = {n}, adaptive m"),
-            points: vec![(2.0, c as f64), (7.0, c as f64)],
-            markers_only: false,
-        });
+        series.push(Series::line(format!("N = {n}: headroom"), pts).colour(k));
+        series.push(Series::dashed(format!("N = {n}: paper"), paper_pts).colour(k));
+        series.push(Series::points(format!("N = {n}, adaptive m: headroom"), vec![(5.9, c as f64)]).colour(k));
+        series.push(Series::points(format!("N = {n}, adaptive m: paper"), vec![(6.1, pro as f64)]).colour(k));
     }
     std::fs::write(dir.join("table1.csv"), csv)?;
     let chart = Chart {
         title: "ImTCP Table 1: results in 80 s at 3 Mb/s available".into(),
-        x_label: "m".into(),
-        y_label: "measurement results".into(),
+        x_label: "packets stored before a stream is sent, m (count)".into(),
+        y_label: "measurement results in 80 s (count)".into(),
         series,
-        y_range: None,
+        x_categories: ["2", "3", "4", "5", "6", "7", "adaptive"].map(String::from).to_vec(),
+        ..Default::default()
     };
     std::fs::write(dir.join("table1.svg"), chart.to_svg())?;
     let _ = writeln!(
@@ -318,6 +322,7 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
     for (avail, _, paper) in cases {
         let _ = write!(s, "{:<10}", format!("{avail} Mb/s"));
         let mut pts = Vec::new();
+        let mut paper_pts = Vec::new();
         for (k, (label, _)) in timers.iter().enumerate() {
             let run = results.take()?;
             let c = run.results;
@@ -337,7 +342,9 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
                 paper[k], run.throughput_mbps, st.streams_sent, st.storing_timeouts, st.stream_failures
             );
             let _ = write!(s, " {:>11}", format!("{} / {c}", paper[k]));
-            pts.push((k as f64, c as f64));
+            // Ours and the paper's side by side in each category.
+            pts.push((k as f64 - 0.08, c as f64));
+            paper_pts.push((k as f64 + 0.08, paper[k] as f64));
             let w = &run.waits_ms;
             let n = w.len();
             let step = (n / 400).max(1);
@@ -367,32 +374,35 @@ fn imtcp_table2(dir: &Path) -> Result<String> {
                 run.throughput_mbps
             );
             if n > 0 {
-                cdf_series.push(Series {
-                    label: format!("{avail} Mb/s, T = {label}"),
-                    points: cdf_pts,
-                    markers_only: false,
-                });
+                cdf_series.push(Series::line(format!("{avail} Mb/s, T = {label}"), cdf_pts));
             }
         }
         s.push('\n');
-        series.push(Series { label: format!("{avail} Mb/s available"), points: pts, markers_only: false });
+        let colour = series.len() / 2;
+        series.push(Series::points(format!("{avail} Mb/s available: headroom"), pts).colour(colour));
+        series.push(Series::points(format!("{avail} Mb/s available: paper"), paper_pts).colour(colour));
     }
     std::fs::write(dir.join("table2.csv"), csv)?;
     std::fs::write(dir.join("fig9.csv"), cdf_csv)?;
     let chart = Chart {
-        title: "ImTCP Table 2: results in 80 s; x: 0 = 40 ms, 1 = adaptive, 2 = 10 ms, 3 = 4 ms".into(),
-        x_label: "storing timer".into(),
-        y_label: "measurement results".into(),
+        title: "ImTCP Table 2: results in 80 s (N = 35)".into(),
+        x_label: "packet storing timer T".into(),
+        y_label: "measurement results in 80 s (count)".into(),
         series,
-        y_range: None,
+        x_categories: timers
+            .iter()
+            .map(|t| if t.1.is_none() { "adaptive (Pro.)".into() } else { t.0.into() })
+            .collect(),
+        ..Default::default()
     };
     std::fs::write(dir.join("table2.svg"), chart.to_svg())?;
     let chart = Chart {
         title: "ImTCP Fig. 9: CDF of the first stream packet's waiting time".into(),
-        x_label: "waiting time (ms)".into(),
-        y_label: "CDF".into(),
+        x_label: "waiting time of the first packet (ms)".into(),
+        y_label: "cumulative fraction of streams".into(),
         series: cdf_series,
         y_range: Some((0.0, 1.0)),
+        ..Default::default()
     };
     std::fs::write(dir.join("fig9.svg"), chart.to_svg())?;
     let _ =
@@ -452,19 +462,23 @@ fn imtcp_fig10(dir: &Path) -> Result<String> {
         }
     }
     std::fs::write(dir.join("fig10.csv"), csv)?;
-    let mut series =
-        vec![Series { label: "available bandwidth".into(), points: available_series(300.0), markers_only: false }];
-    for (m, pts) in methods.iter().zip(&binned) {
-        series.push(Series { label: m.to_string(), points: pts.clone(), markers_only: false });
-    }
-    let chart = Chart {
-        title: "ImTCP Fig. 10: 0.5 s averages of the estimates".into(),
+    // The paper's two panels: (a) ImTCP and Westwood, (b) Hoe's method and TCP-Rab, on its
+    // 0-120 Mb/s axis; the few averages beyond it are marked on the top edge.
+    let names = ["ImTCP", "TCP Westwood", "Hoe's method", "TCP-Rab"];
+    let panel = |title: &str, pick: [usize; 2]| Chart {
+        title: title.into(),
         x_label: "time (s)".into(),
-        y_label: "Mb/s".into(),
-        series,
+        y_label: "estimate, 0.5 s averages (Mb/s)".into(),
+        series: [Series::line("available bandwidth (truth)", available_series(300.0))]
+            .into_iter()
+            .chain(pick.map(|k| Series::line(names[k], binned[k].clone()).colour(k + 1)))
+            .collect(),
         y_range: Some((0.0, 120.0)),
+        y_mark_outside: true,
+        ..Default::default()
     };
-    std::fs::write(dir.join("fig10.svg"), chart.to_svg())?;
+    let panels = [panel("(a) ImTCP and TCP Westwood", [0, 1]), panel("(b) Hoe's method and TCP-Rab", [2, 3])];
+    std::fs::write(dir.join("fig10.svg"), panels_svg("ImTCP Fig. 10: average measurement results", &panels))?;
 
     let mut s = String::new();
     let _ = writeln!(s, "mean of the 0.5 s averages per phase (Mb/s; first 5 s of each phase left out)");
@@ -545,14 +559,35 @@ fn imtcp_web(dir: &Path) -> Result<String> {
             })?);
         }
     }
-    let mut results = par_map(&scs, |sc| Ok(run_world(sc)?.1))?;
+    // The first run (ImTCP over Reno, first seed) also gives Fig. 11's small graph: ImTCP's
+    // estimates against what the web traffic leaves of the 50 Mb/s bottleneck.
+    let inset_of = |w: &World| {
+        let est: Vec<(f64, f64)> = w
+            .estimates
+            .iter()
+            .filter(|e| e.method == EstimateMethod::Imtcp)
+            .filter_map(|e| e.value.map(|v| (e.time.as_secs_f64(), v.0 as f64 / 1e6)))
+            .collect();
+        let left: Vec<(f64, f64)> = super::series_of(w, "web", headroom_sim::world::Metric::ThroughputBps, 1e-6)
+            .iter()
+            .map(|p| (p.0, 50.0 - p.1))
+            .collect();
+        (est, left)
+    };
+    let numbered: Vec<(usize, &Scenario)> = scs.iter().enumerate().collect();
+    let mut results = par_map(&numbered, |&(k, sc)| {
+        let (w, r) = run_world(sc)?;
+        Ok((r, (k == 0).then(|| inset_of(&w))))
+    })?;
+    let mut inset = None;
     let mut rows = Vec::new();
     for (label, _, _) in &variants {
         let mut tputs = Vec::new();
         let mut timeouts = Vec::new();
         let mut times = Vec::new();
         for seed in seeds {
-            let r = results.take()?;
+            let (r, ins) = results.take()?;
+            inset = inset.or(ins);
             let t = page_times(&r);
             let _ = writeln!(
                 csv,
@@ -578,17 +613,28 @@ fn imtcp_web(dir: &Path) -> Result<String> {
         for p in &pts {
             let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
         }
-        series.push(Series { label: format!("web, bulk = {label}"), points: pts, markers_only: false });
+        series.push(Series::line(format!("web, bulk = {label}"), pts));
     }
     std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
     let chart = Chart {
-        title: "ImTCP Fig. 11: web page download time CDF (5 seeds pooled)".into(),
-        x_label: "page download time (s)".into(),
-        y_label: "CDF".into(),
+        title: "(a) page download time CDF, 5 seeds pooled".into(),
+        x_label: "page download time (s, log scale)".into(),
+        y_label: "cumulative fraction of pages".into(),
         series,
         y_range: Some((0.0, 1.0)),
+        x_log: true,
+        ..Default::default()
     };
-    std::fs::write(dir.join("fig11.svg"), chart.to_svg())?;
+    let (est, left) = inset.context("internal: no run for Fig. 11's small graph")?;
+    let small = Chart {
+        title: format!("(small graph) ImTCP's estimates, bulk = {}, seed {}", variants[0].0, seeds[0]),
+        x_label: "time (s)".into(),
+        y_label: "bandwidth (Mb/s)".into(),
+        series: vec![Series::line("50 Mb/s minus web throughput, 1 s", left), Series::points("ImTCP estimate", est)],
+        ..Default::default()
+    };
+    let title = "ImTCP Fig. 11: web page download time CDF (5 seeds pooled) and ImTCP's estimates";
+    std::fs::write(dir.join("fig11.svg"), panels_svg(title, &[chart, small]))?;
     let mut s = String::new();
     let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(" ");
     let _ = writeln!(s, "bulk flow on 50 Mb/s with 50 web clients, 500 s, 5 seeds");
@@ -671,9 +717,8 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
         }
     }
     let mut results = par_map(&scs, |sc| Ok(run_world(sc)?.1))?;
-    let mut im_pts = Vec::new();
-    let mut re_pts = Vec::new();
-    for (cap, n, pj, pi, pr) in paper {
+    let (mut im_pts, mut re_pts, mut im_paper, mut re_paper) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (k, (cap, n, pj, pi, pr)) in paper.into_iter().enumerate() {
         let mut totals = [0.0; 2];
         let mut jains = [0.0; 2];
         for k in 0..2 {
@@ -693,19 +738,27 @@ fn imtcp_table3(dir: &Path) -> Result<String> {
             format!("{pr:.1} / {:.1}", totals[1]),
             totals[0] / totals[1]
         );
-        im_pts.push(((cap as f64) + n as f64 / 10.0, totals[0] / cap as f64));
-        re_pts.push(((cap as f64) + n as f64 / 10.0, totals[1] / cap as f64));
+        let x = k as f64;
+        // Ours and the paper's side by side in each category.
+        im_pts.push((x - 0.12, totals[0] / cap as f64));
+        im_paper.push((x - 0.04, pi / cap as f64));
+        re_pts.push((x + 0.04, totals[1] / cap as f64));
+        re_paper.push((x + 0.12, pr / cap as f64));
     }
     std::fs::write(dir.join("table3.csv"), csv)?;
     let chart = Chart {
-        title: "ImTCP Table 3: utilisation (x = capacity + flows/10)".into(),
-        x_label: "capacity (Mb/s) + flows/10".into(),
-        y_label: "total throughput / capacity".into(),
+        title: "ImTCP Table 3: utilisation of the bottleneck".into(),
+        x_label: "bottleneck capacity (Mb/s) / number of flows".into(),
+        y_label: "total throughput / capacity (ratio)".into(),
         series: vec![
-            Series { label: "ImTCP".into(), points: im_pts, markers_only: true },
-            Series { label: "Reno".into(), points: re_pts, markers_only: true },
+            Series::points("ImTCP: headroom", im_pts).colour(0),
+            Series::points("ImTCP: paper", im_paper).colour(0),
+            Series::points("Reno: headroom", re_pts).colour(1),
+            Series::points("Reno: paper", re_paper).colour(1),
         ],
         y_range: Some((0.0, 1.0)),
+        x_categories: paper.iter().map(|p| format!("{}/{}", p.0, p.1)).collect(),
+        ..Default::default()
     };
     std::fs::write(dir.join("table3.svg"), chart.to_svg())?;
     let _ = writeln!(s, "(Jain index over the ImTCP flows' throughputs over the whole 200 s run; paper: >= 0.986)");
@@ -740,8 +793,9 @@ fn imtcp_fig13(dir: &Path) -> Result<String> {
     let mut results = par_map(&scs, |sc| Ok(run_world(sc)?.1))?;
     let mut series = Vec::new();
     let mut table = Vec::new();
-    for iv in intervals {
+    for (k, iv) in intervals.into_iter().enumerate() {
         let mut pts = Vec::new();
+        let mut spread = Vec::new();
         for n in totals {
             let mut ratios = Vec::new();
             for seed in seeds {
@@ -758,17 +812,23 @@ fn imtcp_fig13(dir: &Path) -> Result<String> {
                 ratios.push(im / re);
             }
             pts.push((n as f64, mean(&ratios)));
+            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            spread.push((n as f64, lo, ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max)));
         }
         table.push((iv, pts.clone()));
-        series.push(Series { label: format!("interval {iv:.0} RTT"), points: pts, markers_only: false });
+        series.push(Series::band(format!("{iv:.0} RTT: min-max of {} seeds", seeds.len()), &spread).colour(k));
+        series.push(Series::line(format!("{iv:.0} RTT: mean"), pts).colour(k));
     }
+    series
+        .push(Series::reference("ratio = 1 (TCP-compatible)", vec![(totals[0] as f64, 1.0), (totals[3] as f64, 1.0)]));
     std::fs::write(dir.join("fig13.csv"), csv)?;
     let chart = Chart {
         title: "ImTCP Fig. 13: ImTCP / Reno total throughput, 50 Mb/s".into(),
-        x_label: "TCP connections (half ImTCP)".into(),
-        y_label: "throughput ratio".into(),
+        x_label: "TCP connections, half of them ImTCP (count)".into(),
+        y_label: "ImTCP / Reno total throughput (ratio)".into(),
         series,
         y_range: Some((0.0, 1.5)),
+        ..Default::default()
     };
     std::fs::write(dir.join("fig13.svg"), chart.to_svg())?;
     let mut s = String::new();

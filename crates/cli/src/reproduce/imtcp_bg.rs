@@ -216,11 +216,7 @@ fn fig3(dir: &Path) -> Result<String> {
     }
     std::fs::write(dir.join("fig3_4.csv"), csv)?;
     let xs: Vec<f64> = sw.base.iter().map(|b| b.0 as f64).collect();
-    let line = |label: &str, ys: Vec<f64>| Series {
-        label: label.to_string(),
-        points: xs.iter().copied().zip(ys).collect(),
-        markers_only: false,
-    };
+    let line = |label: &str, ys: Vec<f64>| Series::line(label, xs.iter().copied().zip(ys).collect());
     let mut s3 = vec![line("no background", sw.base.iter().map(|b| b.1).collect())];
     let mut s4 = vec![line("available bandwidth", sw.base.iter().map(|b| b.2).collect())];
     for (label, v) in &sw.rows {
@@ -229,13 +225,14 @@ fn fig3(dir: &Path) -> Result<String> {
     }
     let chart = |title: &str, y: &str, series| Chart {
         title: title.into(),
-        x_label: "web servers N_web".into(),
+        x_label: "web servers N_web (count)".into(),
         y_label: y.into(),
         series,
-        y_range: None,
+        ..Default::default()
     };
-    std::fs::write(dir.join("fig3.svg"), chart("ImTCP-bg Fig. 3: mean web page download time", "s", s3).to_svg())?;
-    std::fs::write(dir.join("fig4.svg"), chart("ImTCP-bg Fig. 4: background throughput", "Mbit/s", s4).to_svg())?;
+    let (t3, t4) = ("ImTCP-bg Fig. 3: mean web page download time", "ImTCP-bg Fig. 4: background throughput");
+    std::fs::write(dir.join("fig3.svg"), chart(t3, "mean page download time (s)", s3).to_svg())?;
+    std::fs::write(dir.join("fig4.svg"), chart(t4, "throughput (Mb/s)", s4).to_svg())?;
 
     let mut s = String::from("50 Mbit/s, 10 ms, 1000-packet buffer, 200 clients, 200 s, seed 1\n");
     let _ = write!(s, "{:<22}", "N_web");
@@ -355,27 +352,26 @@ fn fig5(dir: &Path) -> Result<String> {
         let cov = stats::mean(&tot).map_or(f64::NAN, |m| std_dev(&tot, m) / m);
         let _ = writeln!(s, " {:>9.3} {:>10.3}", mean_page_time(&o.report), cov);
         summary.push((c.label, qmean, totals, jains, cov));
-        let mut series = vec![Series { label: "queue (pkts)".into(), points: o.queue.clone(), markers_only: false }];
         let chart_q = Chart {
             title: format!("ImTCP-bg Figs. 5-9 (a): bottleneck queue, background {}", c.label),
             x_label: "time (s)".into(),
-            y_label: "packets".into(),
-            series: std::mem::take(&mut series),
-            y_range: None,
+            y_label: "bottleneck queue length (packets)".into(),
+            series: vec![Series::line("queue", o.queue.clone())],
+            ..Default::default()
         };
         let slug: String = c.label.chars().map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '_' }).collect();
         std::fs::write(dir.join(format!("queue_{slug}.svg")), chart_q.to_svg())?;
         let chart_t = Chart {
             title: format!("ImTCP-bg Figs. 5-9 (b): background throughput, {}", c.label),
             x_label: "time (s)".into(),
-            y_label: "Mbit/s".into(),
+            y_label: "throughput, 1 s averages (Mb/s)".into(),
             series: o
                 .flows
                 .iter()
                 .enumerate()
-                .map(|(i, f)| Series { label: format!("flow {}", i + 1), points: f.clone(), markers_only: false })
+                .map(|(i, f)| Series::line(format!("flow {}", i + 1), f.clone()))
                 .collect(),
-            y_range: None,
+            ..Default::default()
         };
         std::fs::write(dir.join(format!("throughput_{slug}.svg")), chart_t.to_svg())?;
     }
@@ -461,15 +457,17 @@ fn fig14(dir: &Path) -> Result<String> {
         for p in &pts {
             let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
         }
-        series.push(Series { label: label.to_string(), points: pts, markers_only: false });
+        series.push(Series::line(label.to_string(), pts));
     }
     std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
     let chart = Chart {
         title: "ImTCP Fig. 14: web page download time CDF".into(),
-        x_label: "page download time (s)".into(),
-        y_label: "CDF".into(),
+        x_label: "page download time (s, log scale)".into(),
+        y_label: "cumulative fraction of pages".into(),
         series,
         y_range: Some((0.0, 1.0)),
+        x_log: true,
+        ..Default::default()
     };
     std::fs::write(dir.join("fig14.svg"), chart.to_svg())?;
     let ratio = 100.0 * bg_mbps(&out[3].report) / reno;

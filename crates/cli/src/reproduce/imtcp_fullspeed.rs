@@ -131,9 +131,9 @@ fn fig15(dir: &Path) -> Result<String> {
         series: who
             .iter()
             .zip(&runs)
-            .map(|(c, r)| Series { label: c.label.to_string(), points: r.cwnd.clone(), markers_only: false })
+            .map(|(c, r)| Series::line(c.label, r.cwnd.clone()))
             .collect(),
-        y_range: None,
+        ..Default::default()
     };
     std::fs::write(dir.join("fig15.svg"), chart.to_svg())?;
     let (full, hs, reno) = (&runs[0], &runs[1], &runs[2]);
@@ -234,13 +234,10 @@ fn fig16(dir: &Path) -> Result<String> {
         series: who
             .iter()
             .zip(&mean)
-            .map(|(c, m)| Series {
-                label: c.label.to_string(),
-                points: LOSS_RATES.iter().zip(m).map(|(l, x)| (100.0 * l, *x)).collect(),
-                markers_only: false,
-            })
+            .map(|(c, m)| Series::line(c.label, LOSS_RATES.iter().zip(m).map(|(l, x)| (100.0 * l, *x)).collect()))
             .collect(),
         y_range: Some((0.0, 2.0)),
+        ..Default::default()
     };
     std::fs::write(dir.join("fig16.svg"), chart.to_svg())?;
     // "When the loss rate is high": from which loss rate on full-speed beats both at every

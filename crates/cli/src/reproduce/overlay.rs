@@ -75,27 +75,20 @@ fn overlay_fig3(dir: &Path) -> Result<String> {
     }
     std::fs::write(dir.join("fig3.csv"), &csv)?;
     let mut series = Vec::new();
-    for &d in &d_lan2_ms {
+    for (k, &d) in d_lan2_ms.iter().enumerate() {
         let pts = |f: fn(&Fig3Point) -> f64| -> Vec<(f64, f64)> {
             points.iter().filter(|x| x.d_lan2 == Dur::from_millis(d)).map(|x| (x.p_lan2 * 100.0, f(x))).collect()
         };
-        series.push(Series {
-            label: format!("model, D_LAN2 {d} ms"),
-            points: pts(Fig3Point::model_gain),
-            markers_only: false,
-        });
-        series.push(Series {
-            label: format!("sim, D_LAN2 {d} ms"),
-            points: pts(Fig3Point::sim_gain),
-            markers_only: true,
-        });
+        // The model's line and the simulation's points of one delay share a colour.
+        series.push(Series::line(format!("model, D_LAN2 {d} ms"), pts(Fig3Point::model_gain)).colour(k));
+        series.push(Series::points(format!("sim, D_LAN2 {d} ms"), pts(Fig3Point::sim_gain)).colour(k));
     }
     let chart = Chart {
         title: "Fig. 3: Case 2 / Case 1 throughput".into(),
-        x_label: "P_LAN2 (%)".into(),
-        y_label: "throughput gain".into(),
+        x_label: "packet loss rate on LAN2, P_LAN2 (%)".into(),
+        y_label: "throughput gain, split / one connection (ratio)".into(),
         series,
-        y_range: None,
+        ..Default::default()
     };
     std::fs::write(dir.join("fig3.svg"), chart.to_svg())?;
 
@@ -192,15 +185,17 @@ fn web_run(dir: &Path, tag: &str, title: &str, p: &WebProxyParams) -> Result<(Cu
     let c = curves(&run);
     let chart = Chart {
         title: title.into(),
-        x_label: "transfer delay (s)".into(),
-        y_label: "CDF".into(),
+        x_label: "transfer delay, SYN to last byte (s, log scale)".into(),
+        y_label: "cumulative fraction of transfers".into(),
         series: vec![
-            Series { label: "split(low)".into(), points: cdf(&c.low), markers_only: false },
-            Series { label: "split(high)".into(), points: cdf(&c.high), markers_only: false },
-            Series { label: "split(all)".into(), points: cdf(&c.split), markers_only: false },
-            Series { label: "nonsplit".into(), points: cdf(&c.nonsplit), markers_only: false },
+            Series::line("split(low)", cdf(&c.low)),
+            Series::line("split(high)", cdf(&c.high)),
+            Series::line("split(all)", cdf(&c.split)),
+            Series::line("nonsplit", cdf(&c.nonsplit)),
         ],
         y_range: Some((0.0, 1.0)),
+        x_log: true,
+        ..Default::default()
     };
     std::fs::write(dir.join(format!("{tag}.svg")), chart.to_svg())?;
     let util = run.proxy.busy.as_secs_f64() / run.duration.as_secs_f64();

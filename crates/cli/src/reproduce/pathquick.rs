@@ -191,20 +191,15 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
     std::fs::write(dir.join("fig6.csv"), csv)?;
 
     // `shift` moves a method's column sideways so that two methods at one level stay apart.
-    let scatter = |method: &str, label: &str, shift: f64| Series {
-        label: label.into(),
-        points: rows
+    let scatter = |method: &str, label: &str, shift: f64| {
+        let points = rows
             .iter()
             .filter(|r| r.method == method)
             .filter_map(|r| r.value_mbps.map(|v| (r.available_mbps + shift, v)))
-            .collect(),
-        markers_only: true,
+            .collect();
+        Series::points(label, points)
     };
-    let ideal = || Series {
-        label: "ideal (error 0)".into(),
-        points: vec![(0.0, 0.0), (CAPACITY_MBPS, CAPACITY_MBPS)],
-        markers_only: false,
-    };
+    let ideal = || Series::reference("ideal (error 0)", vec![(0.0, 0.0), (CAPACITY_MBPS, CAPACITY_MBPS)]);
     for (file, method, title) in [
         ("fig6a.svg", "pathquick", "PathQuick Fig. 6(a): PathQuick, one estimate per train"),
         ("fig6b.svg", "pathchirp", "PathQuick Fig. 6(b): pathChirp, one estimate per chirp"),
@@ -216,6 +211,7 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
             y_label: "estimate (Mb/s)".into(),
             series: vec![scatter(method, method, 0.0), ideal()],
             y_range: Some((0.0, 14.0)),
+            ..Default::default()
         };
         std::fs::write(dir.join(file), chart.to_svg())?;
     }
@@ -229,6 +225,7 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
             ideal(),
         ],
         y_range: Some((0.0, 14.0)),
+        ..Default::default()
     };
     std::fs::write(dir.join("fig6.svg"), chart.to_svg())?;
 
@@ -242,17 +239,13 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
         y_label: "mean absolute error (Mb/s)".into(),
         series: METHODS
             .iter()
-            .map(|m| Series {
-                label: m.label.into(),
-                points: summaries
-                    .iter()
-                    .filter(|s| s.method == m.label)
-                    .map(|s| (s.available_mbps, s.mae_mbps))
-                    .collect(),
-                markers_only: false,
+            .map(|m| {
+                let points =
+                    summaries.iter().filter(|s| s.method == m.label).map(|s| (s.available_mbps, s.mae_mbps)).collect();
+                Series::line(m.label, points)
             })
             .collect(),
-        y_range: None,
+        ..Default::default()
     };
     std::fs::write(dir.join("fig6-mae.svg"), mae_chart.to_svg())?;
 

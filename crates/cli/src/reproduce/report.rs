@@ -113,6 +113,511 @@ pub const COMPARISONS: &[Comparison] = &[
     },
 ];
 
+/// What a paper states about a number: about a value, or a bound.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Paper {
+    /// About this value (relative tolerance for "matches", a factor of two for "qualitatively").
+    About(f64),
+    /// At least this (e.g. "always higher": a ratio of at least 1).
+    AtLeast(f64),
+    /// At most this (e.g. "error about ±2 Mb/s": a mean absolute error of at most 2).
+    AtMost(f64),
+}
+
+impl Paper {
+    /// The verdict for `ours`: for a bound, *matches* on its side, *qualitatively* within the
+    /// tolerance (relative to the bound) beyond it, *differs* further off.
+    pub fn verdict(self, ours: f64, tol: f64) -> Verdict {
+        let (bound, beyond) = match self {
+            Paper::About(p) => return verdict(p, ours, tol),
+            Paper::AtLeast(b) => (b, b - ours),
+            Paper::AtMost(b) => (b, ours - b),
+        };
+        if beyond.is_nan() {
+            Verdict::Differs
+        } else if beyond <= 0.0 {
+            Verdict::Matches
+        } else if beyond <= tol * bound.abs() {
+            Verdict::Qualitatively
+        } else {
+            Verdict::Differs
+        }
+    }
+
+    fn show(self) -> String {
+        match self {
+            Paper::About(v) => format!("about {v}"),
+            Paper::AtLeast(v) => format!(">= {v}"),
+            Paper::AtMost(v) => format!("<= {v}"),
+        }
+    }
+}
+
+/// A row filter of a [`Select`].
+#[derive(Clone, Copy, Debug)]
+pub enum Filter {
+    /// The column's text equals this.
+    Is(&'static str, &'static str),
+    /// The column's number is in (low, high].
+    Within(&'static str, f64, f64),
+}
+
+/// How the selected values are combined into one number.
+#[derive(Clone, Copy, Debug)]
+pub enum Agg {
+    Mean,
+    MeanAbs,
+    Min,
+    Max,
+}
+
+/// One number from a run's CSV: `agg` of `column` (times `scale`) over the rows that pass every
+/// filter; rows whose value is empty (no estimate) are left out.
+#[derive(Clone, Copy, Debug)]
+pub struct Select {
+    pub csv: &'static str,
+    pub column: &'static str,
+    pub filters: &'static [Filter],
+    pub agg: Agg,
+    pub scale: f64,
+}
+
+/// Our side of a claim.
+#[derive(Clone, Copy, Debug)]
+pub enum Ours {
+    Of(Select),
+    /// The first number over the second.
+    Ratio(Select, Select),
+}
+
+/// A number the paper states (digitised from its text; `cite` names the figure or table and the
+/// section) and how to compute ours from the run's CSV files.
+#[derive(Clone, Copy, Debug)]
+pub struct Claim {
+    pub experiment: &'static str,
+    pub cite: &'static str,
+    /// The quantity, with its unit.
+    pub quantity: &'static str,
+    pub paper: Paper,
+    pub ours: Ours,
+    /// Relative tolerance for the verdict (see [`Paper::verdict`]).
+    pub tolerance: f64,
+}
+
+const fn sel(csv: &'static str, column: &'static str, filters: &'static [Filter], agg: Agg) -> Select {
+    Select { csv, column, filters, agg, scale: 1.0 }
+}
+
+const fn mean(csv: &'static str, column: &'static str, filters: &'static [Filter]) -> Ours {
+    Ours::Of(sel(csv, column, filters, Agg::Mean))
+}
+
+/// The ratio of the mean of `column` over two row sets of one CSV.
+const fn mean_ratio(csv: &'static str, column: &'static str, a: &'static [Filter], b: &'static [Filter]) -> Ours {
+    Ours::Ratio(sel(csv, column, a, Agg::Mean), sel(csv, column, b, Agg::Mean))
+}
+
+const fn about(
+    experiment: &'static str,
+    cite: &'static str,
+    quantity: &'static str,
+    paper: f64,
+    ours: Ours,
+    tolerance: f64,
+) -> Claim {
+    Claim { experiment, cite, quantity, paper: Paper::About(paper), ours, tolerance }
+}
+
+use Filter::{Is, Within};
+
+/// ImTCP Fig. 8 / Fig. 10: the available bandwidth per phase (first 5 s of a phase left out).
+macro_rules! phase {
+    ($exp:literal, $cite:literal, $csv:literal, $col:literal, $key:literal, $val:literal, $a:literal, $b:literal, $avail:literal) => {
+        about(
+            $exp,
+            $cite,
+            concat!("mean estimate ", $a, "-", $b, " s (Mb/s)"),
+            $avail,
+            mean($csv, $col, &[Is($key, $val), Within("time_s", $a + 5.0, $b)]),
+            0.2,
+        )
+    };
+}
+
+/// The papers' numbers beside ours, experiment by experiment (the tables with one paper number
+/// per CSV row are [`COMPARISONS`]). Sources: BECC (seed 004) §2 and §5, ImTCP (seed 001)
+/// §4, PathQuick (seed 003) §4-5, the overlay paper (seed 002) §3-4, ImTCP-bg (seed 000) §4.
+pub const CLAIMS: &[Claim] = &[
+    about(
+        "becc-fig2",
+        "BECC §2, Fig. 2",
+        "Reno throughput, max window 90-200 KB (Mb/s)",
+        41.0,
+        mean("fig2.csv", "reno_mbps", &[Within("max_window_kb", 89.9, 200.0)]),
+        0.15,
+    ),
+    about(
+        "becc-fig2",
+        "BECC §2, Fig. 2",
+        "Reno throughput, lowest above 200 KB (Mb/s)",
+        12.0,
+        Ours::Of(sel("fig2.csv", "reno_mbps", &[Within("max_window_kb", 200.0, 1e9)], Agg::Min)),
+        0.3,
+    ),
+    about(
+        "becc-fig10",
+        "BECC §5, Fig. 10",
+        "Reno throughput, max window > 220 KB (Mb/s)",
+        12.0,
+        mean("fig10.csv", "reno_mbps", &[Within("max_window_kb", 220.0, 1e9)]),
+        0.3,
+    ),
+    about(
+        "becc-fig10",
+        "BECC §5, Fig. 10",
+        "BECC throughput, max window > 220 KB (Mb/s)",
+        30.0,
+        mean("fig10.csv", "becc_mbps", &[Within("max_window_kb", 220.0, 1e9)]),
+        0.2,
+    ),
+    Claim {
+        experiment: "becc-fig11",
+        cite: "BECC §5, Fig. 11",
+        quantity: "BECC / Reno throughput, max window > 220 KB (ratio)",
+        paper: Paper::AtLeast(1.0),
+        ours: Ours::Ratio(
+            sel("fig11.csv", "becc_mbps", &[Within("max_window_kb", 220.0, 1e9)], Agg::Mean),
+            sel("fig11.csv", "reno_mbps", &[Within("max_window_kb", 220.0, 1e9)], Agg::Mean),
+        ),
+        tolerance: 0.05,
+    },
+    about(
+        "becc-fig12",
+        "BECC §5, Fig. 12",
+        "BECC rate 0.5-10 s, UDP on (paper: t_msrd_th; ours: throughput) (Mb/s)",
+        15.0,
+        Ours::Of(Select {
+            csv: "trace.csv",
+            column: "value",
+            filters: &[Is("flow", "becc"), Is("metric", "throughput_bps"), Within("time_s", 0.5, 10.0)],
+            agg: Agg::Mean,
+            scale: 1e-6,
+        }),
+        0.2,
+    ),
+    phase!("imtcp-fig8", "ImTCP §4.1, Fig. 8(c)", "fig8.csv", "estimate_mbps", "n", "35", 0.0, 50.0, 60.0),
+    phase!("imtcp-fig8", "ImTCP §4.1, Fig. 8(c)", "fig8.csv", "estimate_mbps", "n", "35", 50.0, 100.0, 40.0),
+    phase!("imtcp-fig8", "ImTCP §4.1, Fig. 8(c)", "fig8.csv", "estimate_mbps", "n", "35", 100.0, 150.0, 60.0),
+    phase!("imtcp-fig8", "ImTCP §4.1, Fig. 8(c)", "fig8.csv", "estimate_mbps", "n", "35", 150.0, 210.0, 20.0),
+    phase!("imtcp-fig8", "ImTCP §4.1, Fig. 8(c)", "fig8.csv", "estimate_mbps", "n", "35", 210.0, 300.0, 60.0),
+    phase!(
+        "imtcp-fig10",
+        "ImTCP §4.2, Fig. 10(a)",
+        "fig10.csv",
+        "mean_estimate_mbps",
+        "method",
+        "imtcp",
+        0.0,
+        50.0,
+        60.0
+    ),
+    phase!(
+        "imtcp-fig10",
+        "ImTCP §4.2, Fig. 10(a)",
+        "fig10.csv",
+        "mean_estimate_mbps",
+        "method",
+        "imtcp",
+        50.0,
+        100.0,
+        40.0
+    ),
+    phase!(
+        "imtcp-fig10",
+        "ImTCP §4.2, Fig. 10(a)",
+        "fig10.csv",
+        "mean_estimate_mbps",
+        "method",
+        "imtcp",
+        100.0,
+        150.0,
+        60.0
+    ),
+    phase!(
+        "imtcp-fig10",
+        "ImTCP §4.2, Fig. 10(a)",
+        "fig10.csv",
+        "mean_estimate_mbps",
+        "method",
+        "imtcp",
+        150.0,
+        210.0,
+        20.0
+    ),
+    phase!(
+        "imtcp-fig10",
+        "ImTCP §4.2, Fig. 10(a)",
+        "fig10.csv",
+        "mean_estimate_mbps",
+        "method",
+        "imtcp",
+        210.0,
+        300.0,
+        60.0
+    ),
+    about(
+        "imtcp-web",
+        "ImTCP §4.3 (Fig. 11's run)",
+        "ImTCP throughput with web traffic, mean of seeds (Mb/s)",
+        25.2,
+        mean("web.csv", "throughput_mbps", &[Is("bulk", "ImTCP (reno)")]),
+        0.1,
+    ),
+    about(
+        "imtcp-web",
+        "ImTCP §4.3 (Fig. 11's run)",
+        "Reno throughput with web traffic, mean of seeds (Mb/s)",
+        23.1,
+        mean("web.csv", "throughput_mbps", &[Is("bulk", "reno")]),
+        0.1,
+    ),
+    about(
+        "imtcp-web",
+        "ImTCP §4.3, Fig. 11",
+        "mean page time with ImTCP / with Reno (ratio; paper: CDFs almost equal)",
+        1.0,
+        mean_ratio("web.csv", "mean_page_time_s", &[Is("bulk", "ImTCP (reno)")], &[Is("bulk", "reno")]),
+        0.05,
+    ),
+    Claim {
+        experiment: "imtcp-fig13",
+        cite: "ImTCP §4.4, Fig. 13",
+        quantity: "ImTCP / Reno throughput, interval 0 RTT, mean (ratio; paper: below 1)",
+        paper: Paper::AtMost(1.0),
+        ours: mean("fig13.csv", "ratio", &[Is("interval_rtts", "0")]),
+        tolerance: 0.05,
+    },
+    about(
+        "imtcp-fig13",
+        "ImTCP §4.4, Fig. 13",
+        "ImTCP / Reno throughput, interval 20 RTT, mean (ratio)",
+        1.0,
+        mean("fig13.csv", "ratio", &[Is("interval_rtts", "20")]),
+        0.1,
+    ),
+    Claim {
+        experiment: "pathquick-fig6",
+        cite: "PathQuick §5, Fig. 6(a)",
+        quantity: "PathQuick mean |error| below 9 Mb/s available (Mb/s; paper: about ±2)",
+        paper: Paper::AtMost(2.0),
+        ours: Ours::Of(sel(
+            "fig6.csv",
+            "error_mbps",
+            &[Is("method", "pathquick"), Within("available_mbps", -1.0, 8.9)],
+            Agg::MeanAbs,
+        )),
+        tolerance: 0.25,
+    },
+    Claim {
+        experiment: "pathquick-fig6",
+        cite: "PathQuick §5, Fig. 6(b)",
+        quantity: "pathChirp / PathQuick mean |error| above 5 Mb/s available (ratio; paper: much worse)",
+        paper: Paper::AtLeast(1.0),
+        ours: Ours::Ratio(
+            sel(
+                "fig6.csv",
+                "error_mbps",
+                &[Is("method", "pathchirp"), Within("available_mbps", 5.0, 1e9)],
+                Agg::MeanAbs,
+            ),
+            sel(
+                "fig6.csv",
+                "error_mbps",
+                &[Is("method", "pathquick"), Within("available_mbps", 5.0, 1e9)],
+                Agg::MeanAbs,
+            ),
+        ),
+        tolerance: 0.1,
+    },
+    about(
+        "pathquick-fig6",
+        "PathQuick §3 (train 124 ms + RTT 52 ms)",
+        "PathQuick time per estimate (ms)",
+        176.0,
+        mean("fig6.csv", "elapsed_ms", &[Is("method", "pathquick")]),
+        0.1,
+    ),
+    Claim {
+        experiment: "overlay-fig3",
+        cite: "overlay §3, Fig. 3",
+        quantity: "split / one connection throughput, smallest (model; paper: always higher)",
+        paper: Paper::AtLeast(1.0),
+        ours: Ours::Of(sel("fig3.csv", "model_gain", &[], Agg::Min)),
+        tolerance: 0.05,
+    },
+    Claim {
+        experiment: "overlay-fig3",
+        cite: "overlay §3, Fig. 3",
+        quantity: "split / one connection throughput, largest (model; paper: over 3)",
+        paper: Paper::AtLeast(3.0),
+        ours: Ours::Of(sel("fig3.csv", "model_gain", &[], Agg::Max)),
+        tolerance: 0.1,
+    },
+    Claim {
+        experiment: "overlay-fig3",
+        cite: "overlay §3, Fig. 3",
+        quantity: "split / one connection throughput, smallest (simulation)",
+        paper: Paper::AtLeast(1.0),
+        ours: Ours::Of(sel("fig3.csv", "sim_gain", &[], Agg::Min)),
+        tolerance: 0.05,
+    },
+    Claim {
+        experiment: "overlay-fig5-7",
+        cite: "overlay §4, Fig. 5 (policy A)",
+        quantity: "mean delay split / nonsplit (ratio; paper: split slower)",
+        paper: Paper::AtLeast(1.0),
+        ours: mean_ratio("fig5-policy-a.csv", "delay_s", &[Is("split", "true")], &[Is("split", "false")]),
+        tolerance: 0.05,
+    },
+    Claim {
+        experiment: "overlay-fig5-7",
+        cite: "overlay §4, Fig. 6 (policy B)",
+        quantity: "mean delay split / nonsplit (ratio; paper: split slower)",
+        paper: Paper::AtLeast(1.0),
+        ours: mean_ratio("fig6-policy-b.csv", "delay_s", &[Is("split", "true")], &[Is("split", "false")]),
+        tolerance: 0.05,
+    },
+    Claim {
+        experiment: "overlay-fig5-7",
+        cite: "overlay §4, Fig. 7 (policy C)",
+        quantity: "mean delay split / nonsplit (ratio; paper: split faster)",
+        paper: Paper::AtMost(1.0),
+        ours: mean_ratio("fig7-policy-c.csv", "delay_s", &[Is("split", "true")], &[Is("split", "false")]),
+        tolerance: 0.05,
+    },
+    Claim {
+        experiment: "imtcp-bg-fig3",
+        cite: "ImTCP-bg §4, Fig. 3",
+        quantity: "mean page time with a Reno background / none (ratio; paper: Reno hurts the web)",
+        paper: Paper::AtLeast(1.1),
+        ours: mean_ratio("fig3_4.csv", "mean_page_time_s", &[Is("background", "reno")], &[Is("background", "none")]),
+        tolerance: 0.05,
+    },
+    Claim {
+        experiment: "imtcp-bg-fig3",
+        cite: "ImTCP-bg §4, Fig. 3",
+        quantity: "mean page time with ImTCP-bg / none (ratio; paper: no effect)",
+        paper: Paper::AtMost(1.1),
+        ours: mean_ratio(
+            "fig3_4.csv",
+            "mean_page_time_s",
+            &[Is("background", "imtcp-bg")],
+            &[Is("background", "none")],
+        ),
+        tolerance: 0.05,
+    },
+];
+
+/// A CSV file's header and rows (plain fields: the reproductions' CSVs quote nothing).
+fn table(csv: &str) -> Result<(Vec<&str>, Vec<Vec<&str>>)> {
+    let mut lines = csv.lines();
+    let header = lines.next().context("empty CSV")?.split(',').collect();
+    Ok((header, lines.map(|l| l.split(',').collect()).collect()))
+}
+
+impl Select {
+    /// The number this selection gives for the CSV text; an error when a column is missing or
+    /// no row has a value.
+    pub fn value(&self, csv: &str) -> Result<f64> {
+        let (header, rows) = table(csv)?;
+        let col = |name: &str| header.iter().position(|h| *h == name).with_context(|| format!("no column `{name}`"));
+        let c = col(self.column)?;
+        let filters: Vec<(usize, Filter)> = self
+            .filters
+            .iter()
+            .map(|f| {
+                let name = match f {
+                    Filter::Is(n, _) | Filter::Within(n, _, _) => n,
+                };
+                Ok((col(name)?, *f))
+            })
+            .collect::<Result<_>>()?;
+        let keep = |row: &[&str]| {
+            filters.iter().all(|(i, f)| {
+                let v = row.get(*i).copied().unwrap_or("");
+                match f {
+                    Filter::Is(_, want) => v == *want,
+                    Filter::Within(_, lo, hi) => v.parse::<f64>().is_ok_and(|x| x > *lo && x <= *hi),
+                }
+            })
+        };
+        let vals: Vec<f64> = rows
+            .iter()
+            .filter(|r| keep(r))
+            .filter_map(|r| r.get(c).and_then(|v| v.parse::<f64>().ok()))
+            .map(|v| v * self.scale)
+            .collect();
+        anyhow::ensure!(!vals.is_empty(), "no row of {} selected for `{}`", self.csv, self.column);
+        let n = vals.len() as f64;
+        Ok(match self.agg {
+            Agg::Mean => vals.iter().sum::<f64>() / n,
+            Agg::MeanAbs => vals.iter().map(|v| v.abs()).sum::<f64>() / n,
+            Agg::Min => vals.iter().copied().fold(f64::INFINITY, f64::min),
+            Agg::Max => vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+impl Ours {
+    /// Our number, reading the CSV files from `dir`.
+    pub fn value(&self, dir: &Path) -> Result<f64> {
+        let read = |s: &Select| -> Result<f64> {
+            let text = std::fs::read_to_string(dir.join(s.csv)).with_context(|| format!("cannot read {}", s.csv))?;
+            s.value(&text).with_context(|| s.csv.to_string())
+        };
+        match self {
+            Ours::Of(s) => read(s),
+            Ours::Ratio(a, b) => Ok(read(a)? / read(b)?),
+        }
+    }
+
+    /// Where the number comes from, for the report.
+    fn source(&self) -> String {
+        let one = |s: &Select| {
+            let agg = match s.agg {
+                Agg::Mean => "mean",
+                Agg::MeanAbs => "mean |.|",
+                Agg::Min => "min",
+                Agg::Max => "max",
+            };
+            let f: Vec<String> = s
+                .filters
+                .iter()
+                .map(|f| match f {
+                    Filter::Is(c, v) => format!("{c} = {v}"),
+                    Filter::Within(c, lo, hi) => format!("{lo} < {c} <= {hi}"),
+                })
+                .collect();
+            let scale = if s.scale == 1.0 { String::new() } else { format!(" × {}", s.scale) };
+            let wher = if f.is_empty() { String::new() } else { format!(" where {}", f.join(", ")) };
+            format!("{agg} {}{scale} of {}{wher}", s.column, s.csv)
+        };
+        match self {
+            Ours::Of(s) => one(s),
+            Ours::Ratio(a, b) => format!("({}) / ({})", one(a), one(b)),
+        }
+    }
+}
+
+/// Rounds for display: 4 significant digits (the CSVs' own precision or better).
+fn show(v: f64) -> String {
+    if !v.is_finite() || v == 0.0 {
+        return format!("{v}");
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.digits$}")
+}
+
 /// One compared row.
 #[derive(Debug, PartialEq)]
 pub struct Row {
@@ -249,6 +754,39 @@ pub fn write(out: &Path, runs: &[(&Experiment, &Outcome)]) -> Result<std::path::
             md.push('\n');
             html.push_str("</table>\n");
         }
+        let claims: Vec<&Claim> = CLAIMS.iter().filter(|c| c.experiment == e.name).collect();
+        if !claims.is_empty() {
+            let _ = writeln!(md, "The papers' numbers (digitised from their text) beside ours:\n");
+            let _ = writeln!(md, "| source | quantity | paper | headroom | verdict (tolerance) | computed as |\n|---|---|---|---|---|---|");
+            html.push_str("<p>The papers' numbers (digitised from their text) beside ours:</p>\n<table><tr><th>source</th><th>quantity</th><th>paper</th><th>headroom</th><th>verdict (tolerance)</th><th>computed as</th></tr>\n");
+            for c in claims {
+                let ours = c.ours.value(&o.dir).with_context(|| format!("{}: {}", e.name, c.quantity))?;
+                let v = c.paper.verdict(ours, c.tolerance);
+                let tol = format!("{} (±{}%)", v.name(), c.tolerance * 100.0);
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {tol} | {} |",
+                    c.cite,
+                    c.quantity,
+                    c.paper.show(),
+                    show(ours),
+                    c.ours.source()
+                );
+                let _ = writeln!(
+                    html,
+                    "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                    v.name(),
+                    esc(c.cite),
+                    esc(c.quantity),
+                    esc(&c.paper.show()),
+                    show(ours),
+                    esc(&tol),
+                    esc(&c.ours.source())
+                );
+            }
+            md.push('\n');
+            html.push_str("</table>\n");
+        }
         let _ = writeln!(md, "```\n{}```\n", o.summary);
         let _ = writeln!(html, "<pre>{}</pre>", esc(&o.summary));
         for (name, svg) in figures(&o.dir)? {
@@ -285,6 +823,58 @@ mod tests {
         assert_eq!(verdict(0.0, 1.0, 0.2), Verdict::Differs);
         assert_eq!(verdict(10.0, -10.0, 0.2), Verdict::Differs);
         assert_eq!(verdict(10.0, f64::NAN, 0.2), Verdict::Differs);
+    }
+
+    #[test]
+    fn bounds_match_on_their_side_and_are_qualitative_within_the_tolerance() {
+        assert_eq!(Paper::AtLeast(1.0).verdict(1.0, 0.05), Verdict::Matches);
+        assert_eq!(Paper::AtLeast(1.0).verdict(3.2, 0.05), Verdict::Matches);
+        assert_eq!(Paper::AtLeast(1.0).verdict(0.96, 0.05), Verdict::Qualitatively);
+        assert_eq!(Paper::AtLeast(1.0).verdict(0.94, 0.05), Verdict::Differs);
+        assert_eq!(Paper::AtMost(2.0).verdict(1.2, 0.25), Verdict::Matches);
+        assert_eq!(Paper::AtMost(2.0).verdict(2.4, 0.25), Verdict::Qualitatively);
+        assert_eq!(Paper::AtMost(2.0).verdict(2.6, 0.25), Verdict::Differs);
+        assert_eq!(Paper::AtMost(2.0).verdict(f64::NAN, 0.25), Verdict::Differs);
+        assert_eq!(Paper::AtLeast(1.0).verdict(f64::INFINITY, 0.25), Verdict::Matches);
+        assert_eq!(Paper::About(25.2).verdict(24.0, 0.1), Verdict::Matches);
+        assert_eq!(Paper::About(25.2).verdict(20.0, 0.1), Verdict::Qualitatively);
+    }
+
+    #[test]
+    fn selections_filter_and_aggregate_the_csv_rows() {
+        let csv = "method,available_mbps,error_mbps\npathquick,3,-1.5\npathquick,9,4\npathquick,4,\npathchirp,3,7\npathquick,5,2.5\n";
+        let s = |filters: &'static [Filter], agg| sel("x.csv", "error_mbps", filters, agg).value(csv).unwrap();
+        const PQ_LOW: &[Filter] = &[Is("method", "pathquick"), Within("available_mbps", -1.0, 8.9)];
+        // -1.5 and 2.5 (the empty error of the row at 4 Mb/s is left out, 9 is beyond 8.9).
+        assert_eq!(s(PQ_LOW, Agg::MeanAbs), 2.0);
+        assert_eq!(s(PQ_LOW, Agg::Mean), 0.5);
+        assert_eq!(s(PQ_LOW, Agg::Min), -1.5);
+        assert_eq!(s(&[], Agg::Max), 7.0);
+        // (low, high]: 3 is out, 5 and 9 in.
+        assert_eq!(s(&[Is("method", "pathquick"), Within("available_mbps", 3.0, 9.0)], Agg::Mean), 3.25);
+        let scaled = Select { scale: 1e-6, ..sel("x.csv", "available_mbps", &[Is("method", "pathchirp")], Agg::Mean) };
+        assert_eq!(scaled.value(csv).unwrap(), 3e-6);
+        assert!(sel("x.csv", "nope", &[], Agg::Mean).value(csv).is_err());
+        assert!(sel("x.csv", "error_mbps", &[Is("method", "other")], Agg::Mean).value(csv).is_err());
+        assert!(sel("x.csv", "error_mbps", &[Is("nocol", "x")], Agg::Mean).value(csv).is_err());
+    }
+
+    #[test]
+    fn every_claim_cites_a_registered_experiment_and_reads_a_csv() {
+        let names: Vec<&str> = super::super::experiments().iter().map(|e| e.name).collect();
+        for c in CLAIMS {
+            assert!(names.contains(&c.experiment), "{}: unknown experiment", c.experiment);
+            let csvs = match c.ours {
+                Ours::Of(a) => vec![a.csv],
+                Ours::Ratio(a, b) => vec![a.csv, b.csv],
+            };
+            assert!(csvs.iter().all(|f| f.ends_with(".csv")), "{}", c.quantity);
+            assert!(c.tolerance > 0.0 && c.tolerance < 1.0, "{}", c.quantity);
+        }
+        // Every paper of the report has claims.
+        for prefix in ["becc-", "imtcp-fig", "imtcp-web", "imtcp-bg-", "pathquick-", "overlay-"] {
+            assert!(CLAIMS.iter().any(|c| c.experiment.starts_with(prefix)), "{prefix}");
+        }
     }
 
     #[test]
