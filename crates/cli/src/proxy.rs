@@ -76,6 +76,10 @@ pub struct ProxyArgs {
     /// Reset both sides of a connection idle (no byte either way) this long.
     #[arg(long, value_parser = parse_positive::<Dur>)]
     pub idle_timeout: Option<Dur>,
+    /// Kernel congestion control of both legs (TCP_CONGESTION, e.g. cubic, reno; default: the
+    /// system's).
+    #[arg(long)]
+    pub cc: Option<String>,
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -226,6 +230,7 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     cfg.connect_timeout = Duration::from_nanos(a.connect_timeout.as_nanos());
     cfg.idle_timeout = a.idle_timeout.map(|d| Duration::from_nanos(d.as_nanos()));
     cfg.threads = a.threads;
+    cfg.congestion = a.cc.clone();
     let installed = Installed(Arc::new(OnceLock::new()));
     let sel = selection(&a, &policy);
     if a.transparent {
