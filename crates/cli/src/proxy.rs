@@ -272,12 +272,16 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         for r in rx.try_iter() {
             writeln!(out, "{}", r.to_json())?;
         }
-        if a.stats.is_some() && Instant::now() >= next_stats {
-            let mut v = p.stats().to_json();
-            v["t_s"] = json!(start.elapsed().as_secs_f64());
-            v["unix_s"] =
-                json!(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
-            writeln!(out, "{v}")?;
+        // The deadline advances with or without --stats: a deadline left in the past made
+        // every wait zero, and this loop spun a core (found by proxy-fig3's CPU figures).
+        if Instant::now() >= next_stats {
+            if a.stats.is_some() {
+                let mut v = p.stats().to_json();
+                v["t_s"] = json!(start.elapsed().as_secs_f64());
+                v["unix_s"] =
+                    json!(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
+                writeln!(out, "{v}")?;
+            }
             next_stats += tick;
         }
         out.flush()?;
