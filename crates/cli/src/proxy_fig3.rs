@@ -119,6 +119,9 @@ fn run_point(p: &ChainParams, seed: u64, ccs: &[String], warmup: Dur, seconds: D
     let total = Dur(warmup.0 + seconds.0 + Dur::from_secs(2).0);
     let mut flows = Vec::new(); // (counters, sender, sink)
     let mut proxies = Vec::new();
+    // The receiving sockets, to end the sinks without waiting for the data still buffered in
+    // the senders' sockets and the proxies (minutes at the lossiest points).
+    let mut sinks = Vec::new();
     for (ci, cc) in ccs.iter().enumerate() {
         for split in [false, true] {
             let port = 9100 + 10 * ci as u16 + u16::from(split);
@@ -133,10 +136,13 @@ fn run_point(p: &ChainParams, seed: u64, ccs: &[String], warmup: Dur, seconds: D
             };
             let counters = Arc::new(FlowCounters::default());
             let c = counters.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
             let sink = std::thread::spawn(move || -> Result<u64> {
                 let (s, _) = l.accept()?;
+                let _ = tx.send(s.try_clone()?);
                 tcp_sink(s, Some(&c))
             });
+            sinks.push(rx);
             let (cc, stop) = (cc.clone(), stop.clone());
             let sender = chain.spawn_in("sender", move || {
                 let s = tcp_connect(dst, &cc)?;
@@ -152,6 +158,11 @@ fn run_point(p: &ChainParams, seed: u64, ccs: &[String], warmup: Dur, seconds: D
     let b1: Vec<u64> = flows.iter().map(|f| f.0.bytes.load(Ordering::Relaxed)).collect();
     let d1: Vec<_> = (1..=3).map(|i| chain.segment_counters(i).map(|c| c.0)).collect::<Result<_>>()?;
     stop.store(true, Ordering::Relaxed);
+    for rx in &sinks {
+        if let Ok(s) = rx.recv_timeout(Duration::from_secs(1)) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
     for (_, sender, sink) in flows {
         sender.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
         sink.join().map_err(|_| anyhow::anyhow!("sink panicked"))??;
