@@ -263,6 +263,7 @@ pub fn sim_scenario(s: &Scenario, iw: u32, delayed_ack: bool) -> Result<String> 
         let (a, z) = match h.side {
             Side::Left => (h.name.as_str(), "left"),
             Side::Right => ("right", h.name.as_str()),
+            Side::Chain => bail!("host `{}`: crosscheck runs dumbbell files, not chains", h.name),
         };
         let r = h.rate.map_or(UNLIMITED.to_string(), |r| format!("{}bps", r.bps()));
         let _ = writeln!(t, "[[link]]\na = {a:?}\nb = {z:?}\nrate = \"{r}\"\ndelay = \"{}\"\n", fmt_dur(h.delay));

@@ -11,6 +11,7 @@ mod probe;
 mod probe_bench;
 mod proxy;
 mod proxy_bench;
+mod proxy_fig3;
 mod reproduce;
 mod send_bench;
 mod sim;
@@ -50,6 +51,8 @@ enum Cmd {
     Proxy(proxy::ProxyArgs),
     /// Benchmark the proxy on loopback against direct TCP: throughput, CPU, latency, memory.
     ProxyBench(proxy_bench::ProxyBenchArgs),
+    /// The overlay paper's Fig. 3 on the kernel (root): testbed chain, Linux TCP end to end vs split by two proxies, beside the simulator and the model.
+    ProxyFig3(proxy_fig3::ProxyFig3Args),
     /// headroom's congestion controllers in the Linux kernel (BECC, TCP-LP, LEDBAT as BPF struct_ops).
     #[command(subcommand)]
     Cc(cc::CcCmd),
@@ -80,6 +83,7 @@ fn main() {
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
         Cmd::Proxy(a) => proxy::run(a),
         Cmd::ProxyBench(a) => proxy_bench::run(a),
+        Cmd::ProxyFig3(a) => proxy_fig3::run(a),
         Cmd::Cc(c) => cc::run(c),
         Cmd::Send(a) => transfer::run_send(a),
         Cmd::Recv(a) => transfer::run_recv(a),

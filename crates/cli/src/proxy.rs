@@ -76,6 +76,10 @@ pub struct ProxyArgs {
     /// Reset both sides of a connection idle (no byte either way) this long.
     #[arg(long, value_parser = parse_positive::<Dur>)]
     pub idle_timeout: Option<Dur>,
+    /// Kernel congestion control of both legs (TCP_CONGESTION, e.g. cubic, reno; default: the
+    /// system's).
+    #[arg(long)]
+    pub cc: Option<String>,
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -226,6 +230,7 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     cfg.connect_timeout = Duration::from_nanos(a.connect_timeout.as_nanos());
     cfg.idle_timeout = a.idle_timeout.map(|d| Duration::from_nanos(d.as_nanos()));
     cfg.threads = a.threads;
+    cfg.congestion = a.cc.clone();
     let installed = Installed(Arc::new(OnceLock::new()));
     let sel = selection(&a, &policy);
     if a.transparent {
@@ -267,12 +272,16 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         for r in rx.try_iter() {
             writeln!(out, "{}", r.to_json())?;
         }
-        if a.stats.is_some() && Instant::now() >= next_stats {
-            let mut v = p.stats().to_json();
-            v["t_s"] = json!(start.elapsed().as_secs_f64());
-            v["unix_s"] =
-                json!(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
-            writeln!(out, "{v}")?;
+        // The deadline advances with or without --stats: a deadline left in the past made
+        // every wait zero, and this loop spun a core (found by proxy-fig3's CPU figures).
+        if Instant::now() >= next_stats {
+            if a.stats.is_some() {
+                let mut v = p.stats().to_json();
+                v["t_s"] = json!(start.elapsed().as_secs_f64());
+                v["unix_s"] =
+                    json!(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
+                writeln!(out, "{v}")?;
+            }
             next_stats += tick;
         }
         out.flush()?;

@@ -43,6 +43,10 @@ pub struct ProxyBenchArgs {
     /// One JSON object on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Another `headroom` binary (e.g. an older build) whose proxy (splice mode) is measured
+    /// in the same interleaved runs: a before/after comparison on a noisy machine.
+    #[arg(long)]
+    pub compare: Option<std::path::PathBuf>,
 }
 
 /// The proxy under test, a child `headroom proxy` process.
@@ -53,9 +57,12 @@ struct ProxyProc {
 
 impl ProxyProc {
     fn start(to: SocketAddr, mode: &str, threads: usize) -> anyhow::Result<ProxyProc> {
+        ProxyProc::start_bin(&std::env::current_exe()?, to, mode, threads)
+    }
+    fn start_bin(exe: &std::path::Path, to: SocketAddr, mode: &str, threads: usize) -> anyhow::Result<ProxyProc> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        let child = Command::new(std::env::current_exe()?)
+        let child = Command::new(exe)
             .args(["proxy", "--listen", &addr.to_string(), "--to", &to.to_string(), "--mode", mode])
             .args(["--threads", &threads.to_string(), "--max-conns", "1000000", "--max-per-source", "1000000"])
             .stdout(Stdio::null())
@@ -203,20 +210,28 @@ struct ThroughputResult {
     /// Proxy CPU seconds per second per Gbit/s (cores per Gbit/s), splice and copy.
     splice_cpu: f64,
     copy_cpu: f64,
+    /// The --compare binary's splice proxy: (Gbit/s, cores per Gbit/s).
+    compare: Option<(f64, f64)>,
 }
 
 fn throughput_set(
     sinkaddr: SocketAddr,
     splice: &ProxyProc,
     copy: &ProxyProc,
+    compare: Option<&ProxyProc>,
     conns: usize,
     a: &ProxyBenchArgs,
 ) -> anyhow::Result<ThroughputResult> {
     let run = Duration::from_nanos(a.run.as_nanos());
     let (mut d, mut s, mut c, mut sc, mut cc) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut o, mut oc) = (vec![], vec![]);
     for _ in 0..a.repeat {
         d.push(throughput(sinkaddr, conns, run)?);
-        for (p, v, cpu) in [(splice, &mut s, &mut sc), (copy, &mut c, &mut cc)] {
+        let mut procs = vec![(splice, &mut s, &mut sc), (copy, &mut c, &mut cc)];
+        if let Some(p) = compare {
+            procs.push((p, &mut o, &mut oc));
+        }
+        for (p, v, cpu) in procs {
             let (c0, t0) = (p.cpu_s()?, Instant::now());
             let g = throughput(p.addr, conns, run)?;
             let cores = (p.cpu_s()? - c0) / t0.elapsed().as_secs_f64();
@@ -230,6 +245,7 @@ fn throughput_set(
         copy: median(&mut c),
         splice_cpu: median(&mut sc),
         copy_cpu: median(&mut cc),
+        compare: compare.map(|_| (median(&mut o), median(&mut oc))),
     })
 }
 
@@ -282,17 +298,23 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
     let echoaddr = server(echo)?;
     let holdaddr = server(hold)?;
     let (ps, pc) = (ProxyProc::start(sinkaddr, "splice", a.threads)?, ProxyProc::start(sinkaddr, "copy", a.threads)?);
-    let single = throughput_set(sinkaddr, &ps, &pc, 1, &a)?;
-    let many = throughput_set(sinkaddr, &ps, &pc, a.connections, &a)?;
-    drop((ps, pc));
+    let po = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, sinkaddr, "splice", a.threads)).transpose()?;
+    let single = throughput_set(sinkaddr, &ps, &pc, po.as_ref(), 1, &a)?;
+    let many = throughput_set(sinkaddr, &ps, &pc, po.as_ref(), a.connections, &a)?;
+    drop((ps, pc, po));
     let pe = ProxyProc::start(echoaddr, "splice", a.threads)?;
-    let (mut ld, mut lp) = (vec![], vec![]);
+    let peo = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, echoaddr, "splice", a.threads)).transpose()?;
+    let (mut ld, mut lp, mut lo) = (vec![], vec![], vec![]);
     for _ in 0..a.repeat {
         ld.push(latency(echoaddr, a.round_trips / a.repeat.max(1))?);
         lp.push(latency(pe.addr, a.round_trips / a.repeat.max(1))?);
+        if let Some(p) = &peo {
+            lo.push(latency(p.addr, a.round_trips / a.repeat.max(1))?);
+        }
     }
-    drop(pe);
+    drop((pe, peo));
     let (lat_direct, lat_proxy) = (median(&mut ld), median(&mut lp));
+    let lat_compare = (!lo.is_empty()).then(|| median(&mut lo));
     let idle = if a.idle > 0 {
         let ph = ProxyProc::start(holdaddr, "splice", a.threads)?;
         Some(idle_memory(&ph, a.idle)?)
@@ -308,7 +330,11 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
                       "copy_gbps": many.copy, "splice_fraction": many.splice / many.direct,
                       "copy_fraction": many.copy / many.direct,
                       "splice_cores_per_gbps": many.splice_cpu, "copy_cores_per_gbps": many.copy_cpu},
-        "latency": {"direct_rtt_us": lat_direct, "proxy_rtt_us": lat_proxy, "added_rtt_us": lat_proxy - lat_direct},
+        "latency": {"direct_rtt_us": lat_direct, "proxy_rtt_us": lat_proxy, "added_rtt_us": lat_proxy - lat_direct,
+                    "compare_rtt_us": lat_compare},
+        "compare": {"binary": a.compare.as_ref().map(|p| p.display().to_string()),
+                    "single_splice_gbps": single.compare.map(|c| c.0), "single_splice_cores_per_gbps": single.compare.map(|c| c.1),
+                    "aggregate_splice_gbps": many.compare.map(|c| c.0), "aggregate_splice_cores_per_gbps": many.compare.map(|c| c.1)},
         "idle": idle.map(|(rss, k, s)| json!({"connections": a.idle, "proxy_rss_bytes_per_conn": rss,
                                                 "kernel_tcp_bytes_per_conn": k, "open_s": s})),
     });
@@ -327,11 +353,24 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
             "{name:>13} ({n:>3} conn): direct {:6.2} Gbit/s | splice {:6.2} Gbit/s = {:5.1} % ({:.3} cores per Gbit/s) | copy {:6.2} Gbit/s = {:5.1} % ({:.3} cores per Gbit/s)",
             r.direct, r.splice, 100.0 * r.splice / r.direct, r.splice_cpu, r.copy, 100.0 * r.copy / r.direct, r.copy_cpu
         );
+        if let Some((g, cpu)) = r.compare {
+            println!(
+                "{:>13}  --compare binary, splice: {g:6.2} Gbit/s = {:5.1} % ({cpu:.3} cores per Gbit/s)",
+                "",
+                100.0 * g / r.direct
+            );
+        }
     }
     println!(
         "      latency (64 B ping-pong, median RTT): direct {lat_direct:.1} µs, through one proxy {lat_proxy:.1} µs: added {:.1} µs per hop (round trip)",
         lat_proxy - lat_direct
     );
+    if let Some(l) = lat_compare {
+        println!(
+            "      latency through the --compare binary's proxy: {l:.1} µs: added {:.1} µs per hop",
+            l - lat_direct
+        );
+    }
     if let Some((rss, k, s)) = idle {
         println!(
             "         idle: {} connections through the proxy (opened in {s:.1} s): proxy RSS {rss:.0} B per connection, kernel TCP memory {k:.0} B per connection",

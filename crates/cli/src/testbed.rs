@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use headroom_core::units::{parse_positive, Dur, Rate};
 use headroom_testbed::bench::{bench_delaybox, BenchConfig};
-use headroom_testbed::{scenario, Scenario, Testbed};
+use headroom_testbed::{scenario, Chain, ChainScenario, Scenario, Testbed};
 
 #[derive(Subcommand, Debug)]
 pub enum TestbedCmd {
@@ -165,10 +165,20 @@ fn report_unrecorded() {
 }
 
 fn up(file: &std::path::Path) -> Result<()> {
-    let s = Scenario::load(file)?;
-    let tb = Testbed::up(&s.topology())?;
-    println!("testbed {} is up (pid {})", tb.prefix(), std::process::id());
-    for h in tb.hosts() {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    // Kept alive until the signal handler exits the process.
+    let (_chain, _tb, prefix, hosts);
+    if ChainScenario::is_chain(&text) {
+        let c = Chain::up(&ChainScenario::parse(&text, &file.display().to_string())?.spec())?;
+        (prefix, hosts) = (c.prefix().to_string(), c.nodes().to_vec());
+        (_chain, _tb) = (Some(c), None);
+    } else {
+        let tb = Testbed::up(&Scenario::parse(&text, &file.display().to_string())?.topology())?;
+        (prefix, hosts) = (tb.prefix().to_string(), tb.hosts().to_vec());
+        (_chain, _tb) = (None, Some(tb));
+    }
+    println!("testbed {prefix} is up (pid {})", std::process::id());
+    for h in &hosts {
         println!(
             "  {:12} {:5}  {:15} netns {}",
             h.name,

@@ -78,6 +78,9 @@ pub struct ProxyConfig {
     pub policy: SplitPolicy,
     /// Bytes counted as one packet when feeding relayed bytes to the policy (policy C).
     pub packet_bytes: u64,
+    /// Kernel congestion control of both legs of every connection (`TCP_CONGESTION`; None:
+    /// the namespace's default). In a chain, the proxy's upstream leg sends with it.
+    pub congestion: Option<String>,
     /// Send one [`ConnRecord`] per finished connection here.
     pub conn_log: Option<std::sync::mpsc::Sender<ConnRecord>>,
 }
@@ -101,6 +104,7 @@ impl ProxyConfig {
             threads: 2,
             policy: SplitPolicy::All,
             packet_bytes: 1448,
+            congestion: None,
             conn_log: None,
         }
     }
@@ -159,6 +163,15 @@ impl Drop for ProxyHandle {
 pub fn spawn(mut cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
     if cfg.buffer == 0 || cfg.max_conns == 0 || cfg.max_per_source == 0 || cfg.threads == 0 {
         bail!("buffer, max connections, max per source and threads must be positive");
+    }
+    if let Some(cc) = &cfg.congestion {
+        // Refuse an unknown name now rather than on every connection.
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").context("a socket to check --cc")?;
+        sock::set_congestion(&probe, cc).with_context(|| {
+            let avail =
+                std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
+            format!("congestion control {cc:?} is not available here (available: {})", avail.trim())
+        })?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.threads)
@@ -346,6 +359,9 @@ async fn connect_upstream(
     if let (true, Some(b)) = (split, cfg.socket_buffer) {
         sock::set_socket_buffers(&s, b)?;
     }
+    if let Some(cc) = &cfg.congestion {
+        sock::set_congestion(&s, cc)?;
+    }
     if let Some(ip) = from {
         sock::set_transparent(&s)?;
         s.bind(SocketAddr::new(ip, 0))?;
@@ -413,6 +429,9 @@ async fn serve(
     }
     if let (true, Some(b)) = (split, cfg.socket_buffer) {
         let _ = sock::set_socket_buffers(&client, b);
+    }
+    if let Some(cc) = &cfg.congestion {
+        let _ = sock::set_congestion(&client, cc);
     }
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);

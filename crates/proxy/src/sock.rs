@@ -36,6 +36,25 @@ pub fn set_socket_buffers(s: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &v)
 }
 
+/// TCP_CONGESTION: the kernel congestion control of this socket (`cubic`, `reno`, ...).
+pub fn set_congestion(s: &impl AsRawFd, name: &str) -> io::Result<()> {
+    // SAFETY: `name` is a live byte slice of the length passed; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// shutdown(SHUT_WR): the FIN that carries a half-close onward. ENOTCONN (the peer already
 /// gone) is not an error here: the other direction will see the reset.
 pub fn shutdown_write(s: &impl AsRawFd) -> io::Result<()> {

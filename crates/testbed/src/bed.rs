@@ -69,7 +69,7 @@ impl RunState {
     }
 }
 
-fn process_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     // after ") " come fields 3.. ; starttime is field 22
@@ -113,7 +113,7 @@ pub(crate) fn run_cmd(argv: &[&str]) -> Result<String> {
 }
 
 /// Runs `ip [-n NS] -batch -` with the given lines (one process for many changes).
-fn ip_batch(netns: Option<&str>, lines: &[String]) -> Result<()> {
+pub(crate) fn ip_batch(netns: Option<&str>, lines: &[String]) -> Result<()> {
     use std::io::Write;
     if lines.is_empty() {
         return Ok(());
@@ -145,7 +145,7 @@ fn ip_batch(netns: Option<&str>, lines: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn ns_path(ns: &str) -> String {
+pub(crate) fn ns_path(ns: &str) -> String {
     format!("/run/netns/{ns}")
 }
 
@@ -171,7 +171,7 @@ pub fn spawn_in_netns<T: Send + 'static>(
         .context("spawning a thread")
 }
 
-fn write_sysctls(netns: &str, router: bool) -> Result<()> {
+pub(crate) fn write_sysctls(netns: &str, router: bool) -> Result<()> {
     run_in_netns(netns, move || {
         let mut settings =
             vec![("/proc/sys/net/ipv4/conf/all/rp_filter", "0"), ("/proc/sys/net/ipv4/conf/default/rp_filter", "0")];
@@ -226,14 +226,14 @@ pub fn received_signal() -> Option<i32> {
     Some(RECEIVED.load(Ordering::Relaxed)).filter(|s| *s != 0)
 }
 
-fn register_live(prefix: &str, namespaces: &[String]) {
+pub(crate) fn register_live(prefix: &str, namespaces: &[String]) {
     install_signals();
     if let Ok(mut live) = LIVE.lock() {
         live.push(LiveRun { prefix: prefix.to_string(), namespaces: namespaces.to_vec() });
     }
 }
 
-fn unregister_live(prefix: &str) {
+pub(crate) fn unregister_live(prefix: &str) {
     if let Ok(mut live) = LIVE.lock() {
         live.retain(|r| r.prefix != prefix);
     }
@@ -272,7 +272,7 @@ fn signal_watcher(mut pipe: fs::File) {
 }
 
 /// Kills every process in the namespaces, then deletes them (which destroys their links).
-fn remove_namespaces(namespaces: &[String]) {
+pub(crate) fn remove_namespaces(namespaces: &[String]) {
     for ns in namespaces {
         if !Path::new(&ns_path(ns)).exists() {
             continue;
@@ -290,61 +290,39 @@ fn remove_namespaces(namespaces: &[String]) {
 
 static RUN_COUNTER: AtomicU32 = AtomicU32::new(0);
 
-fn new_prefix() -> String {
+pub(crate) fn new_prefix() -> String {
     let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
     let mut rng = headroom_core::rng::Rng::new(sys::now_ns() ^ ((std::process::id() as u64) << 32) ^ n as u64);
     format!("hr{:x}{:x}{:03x}-", std::process::id(), n, rng.next_u64() & 0xfff)
 }
 
-/// A running testbed. Dropping it tears everything down.
-pub struct Testbed {
+/// What every running topology owns (the dumbbell [`Testbed`] and the [`crate::chain::Chain`]
+/// deref to it): its prefix, hosts and namespaces, its delay boxes, and the state file that
+/// `down --stale` reads. Dropping it tears everything down.
+pub struct Netns {
     prefix: String,
     hosts: Vec<Host>,
     namespaces: Vec<String>,
-    left_ns: String,
-    right_ns: String,
-    delaybox: Option<DelayBox>,
+    pub(crate) boxes: Vec<DelayBox>,
     state_dir: PathBuf,
     torn_down: bool,
 }
 
-impl std::fmt::Debug for Testbed {
+impl std::fmt::Debug for Netns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Testbed").field("prefix", &self.prefix).field("hosts", &self.hosts).finish()
+        f.debug_struct("Netns").field("prefix", &self.prefix).field("hosts", &self.hosts).finish()
     }
 }
 
-impl Testbed {
-    /// Builds `topo`. On any error, whatever was created is removed before returning.
-    pub fn up(topo: &Topology) -> Result<Testbed> {
-        check_support()?;
-        topo.validate()?;
-        let prefix = new_prefix();
-        let left_ns = format!("{prefix}left");
-        let right_ns = format!("{prefix}right");
-        let mut hosts = Vec::new();
-        let (mut nl, mut nr) = (0u8, 0u8);
-        for h in &topo.hosts {
-            let k = match h.side {
-                Side::Left => {
-                    nl += 1;
-                    nl
-                }
-                Side::Right => {
-                    nr += 1;
-                    nr
-                }
-            };
-            let net = if h.side == Side::Left { 1 } else { 2 };
-            hosts.push(Host {
-                name: h.name.clone(),
-                netns: format!("{prefix}{}", h.name),
-                addr: Ipv4Addr::new(10, net, k, 2),
-                side: h.side,
-            });
-        }
-        let mut namespaces = vec![left_ns.clone(), right_ns.clone()];
-        namespaces.extend(hosts.iter().map(|h| h.netns.clone()));
+impl Netns {
+    /// Writes `state.json` (before anything is created, so that a killed run is found) and
+    /// registers the run for teardown on signals. Creates nothing else.
+    pub(crate) fn record(
+        prefix: String,
+        hosts: Vec<Host>,
+        namespaces: Vec<String>,
+        bottleneck: (&str, &str),
+    ) -> Result<Netns> {
         let state_dir = Path::new(STATE_ROOT).join(&prefix);
         let state = RunState {
             prefix: prefix.clone(),
@@ -352,119 +330,16 @@ impl Testbed {
             pid_start: process_start_time(std::process::id()).unwrap_or(0),
             namespaces: namespaces.clone(),
             hosts: hosts.clone(),
-            bottleneck_netns: left_ns.clone(),
-            bottleneck_dev: DELAY_DEV.to_string(),
+            bottleneck_netns: bottleneck.0.to_string(),
+            bottleneck_dev: bottleneck.1.to_string(),
         };
         fs::create_dir_all(&state_dir).with_context(|| format!("creating {}", state_dir.display()))?;
         fs::write(state_dir.join("state.json"), serde_json::to_vec_pretty(&state)?)?;
         register_live(&prefix, &namespaces);
-        let mut tb =
-            Testbed { prefix, hosts, namespaces, left_ns, right_ns, delaybox: None, state_dir, torn_down: false };
-        // On error `tb` is dropped here, which removes what was built.
-        tb.build(topo)?;
-        Ok(tb)
+        Ok(Netns { prefix, hosts, namespaces, boxes: Vec::new(), state_dir, torn_down: false })
     }
 
-    fn build(&mut self, topo: &Topology) -> Result<()> {
-        // root namespace: the namespaces and the veth pairs, created directly inside them
-        let mut root = Vec::new();
-        for ns in &self.namespaces {
-            root.push(format!("netns add {ns}"));
-        }
-        // inside each namespace: per-namespace `ip -n NS -batch -` (batch lines take no -n)
-        let mut inside: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
-        for ns in &self.namespaces {
-            inside.entry(ns.as_str()).or_default().push("link set lo up".into());
-        }
-        for (i, h) in self.hosts.iter().enumerate() {
-            let router = if h.side == Side::Left { &self.left_ns } else { &self.right_ns };
-            let o = h.addr.octets();
-            let gw = Ipv4Addr::new(o[0], o[1], o[2], 1);
-            let rdev = format!("v{i}");
-            root.push(format!("link add {rdev} netns {router} type veth peer name eth0 netns {}", h.netns));
-            let r = inside.entry(router.as_str()).or_default();
-            r.push(format!("addr add {gw}/24 dev {rdev}"));
-            r.push(format!("link set {rdev} up"));
-            let hc = inside.entry(h.netns.as_str()).or_default();
-            hc.push(format!("addr add {}/24 dev eth0", h.addr));
-            hc.push("link set eth0 up".into());
-            hc.push(format!("route add default via {gw}"));
-        }
-        ip_batch(None, &root)?;
-        for (ns, lines) in &inside {
-            ip_batch(Some(ns), lines)?;
-        }
-        for ns in &self.namespaces {
-            write_sysctls(ns, ns == &self.left_ns || ns == &self.right_ns)?;
-        }
-        // access link rate limits
-        for (i, (h, spec)) in self.hosts.iter().zip(&topo.hosts).enumerate() {
-            if let Some(rate) = spec.rate {
-                let router = if h.side == Side::Left { &self.left_ns } else { &self.right_ns };
-                add_rate_limit(&h.netns, "eth0", rate, Buffer::Packets(1000), None)?;
-                add_rate_limit(router, &format!("v{i}"), rate, Buffer::Packets(1000), None)?;
-            }
-        }
-        // the delay box's TUN devices, one per router, created from inside each router
-        let (l, r) = (self.left_ns.clone(), self.right_ns.clone());
-        let (left_tun, right_tun) = std::thread::spawn(move || -> Result<_> {
-            sys::enter_netns(&ns_path(&l))?;
-            let a = sys::open_tun(DELAY_DEV)?;
-            sys::enter_netns(&ns_path(&r))?;
-            let b = sys::open_tun(DELAY_DEV)?;
-            Ok((a, b))
-        })
-        .join()
-        .map_err(|_| anyhow!("TUN setup thread panicked"))??;
-        for (ns, remote) in [(&self.left_ns, "10.2.0.0/16"), (&self.right_ns, "10.1.0.0/16")] {
-            ip_batch(
-                Some(ns),
-                &[
-                    format!("link set {DELAY_DEV} txqueuelen {TUN_TXQUEUELEN} up"),
-                    format!("route add {remote} dev {DELAY_DEV}"),
-                ],
-            )?;
-        }
-        let b = &topo.bottleneck;
-        // The links' queues are in the delay box; the qdiscs on `dbox` only hand packets to it
-        // (a shaper's tbf queues in front of the forward link).
-        match b.shaper {
-            Some(sh) => add_rate_limit(&self.left_ns, DELAY_DEV, sh.rate, b.buffer, Some(Bytes(sh.burst_bytes())))?,
-            None => set_fifo(&self.left_ns, DELAY_DEV, Buffer::Packets(TUN_TXQUEUELEN))?,
-        }
-        set_fifo(&self.right_ns, DELAY_DEV, Buffer::Packets(TUN_TXQUEUELEN))?;
-        let mut extra = std::collections::HashMap::new();
-        for (h, spec) in self.hosts.iter().zip(&topo.hosts) {
-            if spec.delay.0 > 0 {
-                extra.insert(h.addr, spec.delay);
-            }
-        }
-        let fwd = LineConfig {
-            delay: b.delay,
-            loss: b.loss,
-            seed: b.seed,
-            extra: extra.clone(),
-            spin: Dur::ZERO,
-            realtime: true,
-            rate: b.rate,
-            buffer: Some(b.buffer),
-        };
-        let rev = LineConfig {
-            delay: b.reverse_delay(),
-            loss: b.reverse_loss,
-            seed: b.seed ^ 0x5eed,
-            extra,
-            spin: Dur::ZERO,
-            realtime: true,
-            rate: b.reverse_rate,
-            buffer: Some(b.buffer),
-        };
-        self.delaybox =
-            Some(DelayBox::start(&self.prefix, left_tun, right_tun, fwd, rev).context("starting the delay box")?);
-        Ok(())
-    }
-
-    /// The per-run prefix of every name this testbed created.
+    /// The per-run prefix of every name this run created.
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
@@ -481,7 +356,7 @@ impl Testbed {
             .ok_or_else(|| anyhow!("no host named `{name}` in testbed {}", self.prefix))
     }
 
-    /// Every namespace of this testbed (routers first).
+    /// Every namespace of this run (a dumbbell's routers first).
     pub fn namespaces(&self) -> &[String] {
         &self.namespaces
     }
@@ -524,40 +399,8 @@ impl Testbed {
         spawn_in_netns(&self.host(host)?.netns, f)
     }
 
-    /// Delay box counters (forward = left to right, reverse).
-    pub fn delaybox_counters(&self) -> (CounterSnapshot, CounterSnapshot) {
-        match &self.delaybox {
-            Some(d) => (d.forward.snapshot(), d.reverse.snapshot()),
-            None => Default::default(),
-        }
-    }
-
-    /// Statistics of the forward bottleneck: its link's queue in the delay box plus the qdisc
-    /// in front of it (a shaper's queue, if any).
-    pub fn queue_stats(&self) -> Result<QueueStats> {
-        let link = self.delaybox.as_ref().map(|d| d.forward.snapshot()).unwrap_or_default();
-        Ok(queue_stats(&self.left_ns, DELAY_DEV)?.with_link(&link))
-    }
-
-    /// Statistics of the reverse bottleneck (its link's queue and the qdisc in front).
-    pub fn reverse_queue_stats(&self) -> Result<QueueStats> {
-        let link = self.delaybox.as_ref().map(|d| d.reverse.snapshot()).unwrap_or_default();
-        Ok(queue_stats(&self.right_ns, DELAY_DEV)?.with_link(&link))
-    }
-
-    /// The live counters of the forward link (for samplers that outlive a borrow).
-    pub fn forward_link_counters(&self) -> Option<Arc<crate::delaybox::Counters>> {
-        self.delaybox.as_ref().map(|d| d.forward.clone())
-    }
-
-    /// Packets the TUN devices dropped because the delay box did not read them in time
-    /// (forward, reverse): the box's own input drops.
-    pub fn tun_drops(&self) -> Result<(u64, u64)> {
-        Ok((link_tx_dropped(&self.left_ns, DELAY_DEV)?, link_tx_dropped(&self.right_ns, DELAY_DEV)?))
-    }
-
     /// Tears everything down now (Drop does the same, ignoring errors).
-    pub fn down(mut self) -> Result<()> {
+    pub(crate) fn down(mut self) -> Result<()> {
         self.teardown();
         let left: Vec<_> = self.namespaces.iter().filter(|n| Path::new(&ns_path(n)).exists()).cloned().collect();
         if !left.is_empty() {
@@ -571,7 +414,7 @@ impl Testbed {
             return;
         }
         self.torn_down = true;
-        if let Some(mut d) = self.delaybox.take() {
+        for mut d in self.boxes.drain(..) {
             d.stop();
         }
         remove_namespaces(&self.namespaces);
@@ -580,14 +423,216 @@ impl Testbed {
     }
 }
 
-impl Drop for Testbed {
+impl Drop for Netns {
     fn drop(&mut self) {
         self.teardown();
     }
 }
 
+/// A running dumbbell. Dropping it tears everything down; the host accessors are [`Netns`]'s.
+pub struct Testbed {
+    run: Netns,
+    left_ns: String,
+    right_ns: String,
+}
+
+impl std::ops::Deref for Testbed {
+    type Target = Netns;
+    fn deref(&self) -> &Netns {
+        &self.run
+    }
+}
+
+impl std::fmt::Debug for Testbed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Testbed").field("prefix", &self.prefix).field("hosts", &self.hosts).finish()
+    }
+}
+
+impl Testbed {
+    /// Builds `topo`. On any error, whatever was created is removed before returning.
+    pub fn up(topo: &Topology) -> Result<Testbed> {
+        check_support()?;
+        topo.validate()?;
+        let prefix = new_prefix();
+        let left_ns = format!("{prefix}left");
+        let right_ns = format!("{prefix}right");
+        let mut hosts = Vec::new();
+        let (mut nl, mut nr) = (0u8, 0u8);
+        for h in &topo.hosts {
+            let k = match h.side {
+                Side::Left => {
+                    nl += 1;
+                    nl
+                }
+                Side::Right | Side::Chain => {
+                    nr += 1;
+                    nr
+                }
+            };
+            let net = if h.side == Side::Left { 1 } else { 2 };
+            hosts.push(Host {
+                name: h.name.clone(),
+                netns: format!("{prefix}{}", h.name),
+                addr: Ipv4Addr::new(10, net, k, 2),
+                side: h.side,
+            });
+        }
+        let mut namespaces = vec![left_ns.clone(), right_ns.clone()];
+        namespaces.extend(hosts.iter().map(|h| h.netns.clone()));
+        let run = Netns::record(prefix, hosts, namespaces, (&left_ns, DELAY_DEV))?;
+        let mut tb = Testbed { run, left_ns, right_ns };
+        // On error `tb` is dropped here, which removes what was built.
+        tb.build(topo)?;
+        Ok(tb)
+    }
+
+    fn build(&mut self, topo: &Topology) -> Result<()> {
+        // root namespace: the namespaces and the veth pairs, created directly inside them
+        let mut root = Vec::new();
+        for ns in &self.run.namespaces {
+            root.push(format!("netns add {ns}"));
+        }
+        // inside each namespace: per-namespace `ip -n NS -batch -` (batch lines take no -n)
+        let mut inside: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for ns in &self.run.namespaces {
+            inside.entry(ns.as_str()).or_default().push("link set lo up".into());
+        }
+        for (i, h) in self.run.hosts.iter().enumerate() {
+            let router = if h.side == Side::Left { &self.left_ns } else { &self.right_ns };
+            let o = h.addr.octets();
+            let gw = Ipv4Addr::new(o[0], o[1], o[2], 1);
+            let rdev = format!("v{i}");
+            root.push(format!("link add {rdev} netns {router} type veth peer name eth0 netns {}", h.netns));
+            let r = inside.entry(router.as_str()).or_default();
+            r.push(format!("addr add {gw}/24 dev {rdev}"));
+            r.push(format!("link set {rdev} up"));
+            let hc = inside.entry(h.netns.as_str()).or_default();
+            hc.push(format!("addr add {}/24 dev eth0", h.addr));
+            hc.push("link set eth0 up".into());
+            hc.push(format!("route add default via {gw}"));
+        }
+        ip_batch(None, &root)?;
+        for (ns, lines) in &inside {
+            ip_batch(Some(ns), lines)?;
+        }
+        for ns in &self.run.namespaces {
+            write_sysctls(ns, ns == &self.left_ns || ns == &self.right_ns)?;
+        }
+        // access link rate limits
+        for (i, (h, spec)) in self.run.hosts.iter().zip(&topo.hosts).enumerate() {
+            if let Some(rate) = spec.rate {
+                let router = if h.side == Side::Left { &self.left_ns } else { &self.right_ns };
+                add_rate_limit(&h.netns, "eth0", rate, Buffer::Packets(1000), None)?;
+                add_rate_limit(router, &format!("v{i}"), rate, Buffer::Packets(1000), None)?;
+            }
+        }
+        // the delay box's TUN devices, one per router, created from inside each router
+        let (l, r) = (self.left_ns.clone(), self.right_ns.clone());
+        let (left_tun, right_tun) = std::thread::spawn(move || -> Result<_> {
+            sys::enter_netns(&ns_path(&l))?;
+            let a = sys::open_tun(DELAY_DEV)?;
+            sys::enter_netns(&ns_path(&r))?;
+            let b = sys::open_tun(DELAY_DEV)?;
+            Ok((a, b))
+        })
+        .join()
+        .map_err(|_| anyhow!("TUN setup thread panicked"))??;
+        for (ns, remote) in [(&self.left_ns, "10.2.0.0/16"), (&self.right_ns, "10.1.0.0/16")] {
+            ip_batch(
+                Some(ns),
+                &[
+                    format!("link set {DELAY_DEV} txqueuelen {TUN_TXQUEUELEN} up"),
+                    format!("route add {remote} dev {DELAY_DEV}"),
+                ],
+            )?;
+        }
+        let b = &topo.bottleneck;
+        // The links' queues are in the delay box; the qdiscs on `dbox` only hand packets to it
+        // (a shaper's tbf queues in front of the forward link).
+        match b.shaper {
+            Some(sh) => add_rate_limit(&self.left_ns, DELAY_DEV, sh.rate, b.buffer, Some(Bytes(sh.burst_bytes())))?,
+            None => set_fifo(&self.left_ns, DELAY_DEV, Buffer::Packets(TUN_TXQUEUELEN))?,
+        }
+        set_fifo(&self.right_ns, DELAY_DEV, Buffer::Packets(TUN_TXQUEUELEN))?;
+        let mut extra = std::collections::HashMap::new();
+        for (h, spec) in self.run.hosts.iter().zip(&topo.hosts) {
+            if spec.delay.0 > 0 {
+                extra.insert(h.addr, spec.delay);
+            }
+        }
+        let fwd = LineConfig {
+            delay: b.delay,
+            loss: b.loss,
+            seed: b.seed,
+            extra: extra.clone(),
+            spin: Dur::ZERO,
+            realtime: true,
+            rate: b.rate,
+            buffer: Some(b.buffer),
+        };
+        let rev = LineConfig {
+            delay: b.reverse_delay(),
+            loss: b.reverse_loss,
+            seed: b.seed ^ 0x5eed,
+            extra,
+            spin: Dur::ZERO,
+            realtime: true,
+            rate: b.reverse_rate,
+            buffer: Some(b.buffer),
+        };
+        let dbox =
+            DelayBox::start(&self.run.prefix, left_tun, right_tun, fwd, rev).context("starting the delay box")?;
+        self.run.boxes.push(dbox);
+        Ok(())
+    }
+
+    /// Delay box counters (forward = left to right, reverse).
+    pub fn delaybox_counters(&self) -> (CounterSnapshot, CounterSnapshot) {
+        match self.boxes.first() {
+            Some(d) => (d.forward.snapshot(), d.reverse.snapshot()),
+            None => Default::default(),
+        }
+    }
+
+    /// Statistics of the forward bottleneck: its link's queue in the delay box plus the qdisc
+    /// in front of it (a shaper's queue, if any).
+    pub fn queue_stats(&self) -> Result<QueueStats> {
+        let link = self.boxes.first().map(|d| d.forward.snapshot()).unwrap_or_default();
+        Ok(queue_stats(&self.left_ns, DELAY_DEV)?.with_link(&link))
+    }
+
+    /// Statistics of the reverse bottleneck (its link's queue and the qdisc in front).
+    pub fn reverse_queue_stats(&self) -> Result<QueueStats> {
+        let link = self.boxes.first().map(|d| d.reverse.snapshot()).unwrap_or_default();
+        Ok(queue_stats(&self.right_ns, DELAY_DEV)?.with_link(&link))
+    }
+
+    /// The live counters of the forward link (for samplers that outlive a borrow).
+    pub fn forward_link_counters(&self) -> Option<Arc<crate::delaybox::Counters>> {
+        self.boxes.first().map(|d| d.forward.clone())
+    }
+
+    /// Packets the TUN devices dropped because the delay box did not read them in time
+    /// (forward, reverse): the box's own input drops.
+    pub fn tun_drops(&self) -> Result<(u64, u64)> {
+        Ok((link_tx_dropped(&self.left_ns, DELAY_DEV)?, link_tx_dropped(&self.right_ns, DELAY_DEV)?))
+    }
+
+    /// Tears everything down now (Drop does the same, ignoring errors).
+    pub fn down(self) -> Result<()> {
+        self.run.down()
+    }
+}
+
 /// Installs `tbf rate R` with a drop-tail child queue of `buffer` as the root qdisc of `dev`.
-fn add_rate_limit(ns: &str, dev: &str, rate: headroom_core::Rate, buffer: Buffer, burst: Option<Bytes>) -> Result<()> {
+pub(crate) fn add_rate_limit(
+    ns: &str,
+    dev: &str,
+    rate: headroom_core::Rate,
+    buffer: Buffer,
+    burst: Option<Bytes>,
+) -> Result<()> {
     // A small bucket keeps the rate accurate over short intervals; at least 3 packets so that
     // the timer granularity never starves the link.
     let burst = burst.map(|b| b.0).unwrap_or_else(|| crate::topology::Shaper { rate, burst: None }.burst_bytes());
@@ -625,7 +670,7 @@ fn fifo_args(buffer: Buffer) -> (&'static str, String) {
     }
 }
 
-fn set_fifo(ns: &str, dev: &str, buffer: Buffer) -> Result<()> {
+pub(crate) fn set_fifo(ns: &str, dev: &str, buffer: Buffer) -> Result<()> {
     let (kind, limit) = fifo_args(buffer);
     run_cmd(&["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", kind, "limit", &limit])?;
     Ok(())

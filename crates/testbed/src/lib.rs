@@ -73,6 +73,7 @@
 
 pub mod bed;
 pub mod bench;
+pub mod chain;
 pub mod delaybox;
 pub mod linkcheck;
 pub mod measure;
@@ -124,6 +125,7 @@ pub fn skip_verdict(unsupported: Option<String>, ci: Option<&str>) -> SkipVerdic
 }
 
 pub use bed::{down_all, down_stale, find_host, list_runs, unsupported_reason, Host, QueueStats, RunState, Testbed};
+pub use chain::{Chain, ChainScenario, ChainSpec};
 pub use delaybox::CounterSnapshot;
 pub use topology::{Bottleneck, Buffer, FlowKind, HostSpec, Scenario, Shaper, Side, Topology};
 

@@ -22,6 +22,8 @@ use serde::{Deserialize, Deserializer};
 pub enum Side {
     Left,
     Right,
+    /// A node of a chain topology ([`crate::chain`]), on neither side of a dumbbell.
+    Chain,
 }
 
 /// The bottleneck's buffer: a packet-counted (`pfifo`) or byte-counted (`bfifo`) drop-tail queue.
@@ -170,6 +172,16 @@ pub struct Topology {
     pub hosts: Vec<HostSpec>,
 }
 
+/// A host's name becomes part of its namespace's name: 1 to 12 characters of `[A-Za-z0-9_-]`.
+pub(crate) fn check_host_name(name: &str) -> Result<()> {
+    let ok =
+        !name.is_empty() && name.len() <= 12 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !ok {
+        bail!("host name `{name}`: use 1 to 12 characters of A-Z a-z 0-9 _ -");
+    }
+    Ok(())
+}
+
 /// Largest number of hosts per side (addresses are 10.1.k.2 / 10.2.k.2 with k in 1..=250).
 pub const MAX_HOSTS_PER_SIDE: usize = 250;
 
@@ -199,17 +211,15 @@ impl Topology {
         }
         let mut seen = std::collections::HashSet::new();
         for h in &self.hosts {
-            let ok = !h.name.is_empty()
-                && h.name.len() <= 12
-                && h.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !ok {
-                bail!("host name `{}`: use 1 to 12 characters of A-Z a-z 0-9 _ -", h.name);
-            }
+            check_host_name(&h.name)?;
             if h.name == "left" || h.name == "right" {
                 bail!("host name `{}` is reserved for a router", h.name);
             }
             if !seen.insert(h.name.as_str()) {
                 bail!("host name `{}` appears twice", h.name);
+            }
+            if h.side == Side::Chain {
+                bail!("host `{}`: side = \"chain\" is for chain topologies ([[segment]]), not a dumbbell", h.name);
             }
         }
         for side in [Side::Left, Side::Right] {
