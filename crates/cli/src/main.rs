@@ -8,6 +8,7 @@ mod outdir;
 mod plot;
 mod probe;
 mod probe_bench;
+mod probe_monitor;
 mod proxy;
 mod proxy_bench;
 mod reproduce;
