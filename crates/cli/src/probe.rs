@@ -202,6 +202,9 @@ pub(crate) fn estimate_json(e: &Estimate) -> serde_json::Value {
     json!({
         "server": e.server.to_string(),
         "handshake": e.handshake.name(),
+        "shaper": e.shaper.map(|sh| json!({
+            "rate_bps": sh.rate.bps(), "burst_bytes": sh.burst.0, "knee_rate_bps": sh.knee_rate.bps(),
+        })),
         "method": e.method.name(),
         "available_bandwidth_bps": e.available_bandwidth.map(|r| r.bps()),
         "fitted_to_caps": e.fitted_to_caps,
@@ -286,8 +289,16 @@ pub(crate) fn print_notes(e: &Estimate) {
 /// The one-line human summary of an estimate.
 pub(crate) fn plain_line(e: &Estimate) -> String {
     let q = &e.quality;
+    let shaper = e.shaper.map_or(String::new(), |sh| {
+        format!(
+            " | token-bucket shaper: rate {:.3} Mbit/s, burst {:.1} KB (the knee at {:.3} Mbit/s)",
+            mbps(sh.rate),
+            sh.burst.0 as f64 / 1e3,
+            mbps(sh.knee_rate)
+        )
+    });
     format!(
-        "{} {}: {} | probed {:.3}–{:.3} Mbit/s | {:.1} ms per estimate ({} train{} of {:.1} ms, {:.1} KB) | \
+        "{} {}: {}{shaper} | probed {:.3}–{:.3} Mbit/s | {:.1} ms per estimate ({} train{} of {:.1} ms, {:.1} KB) | \
          received {}/{} ({} after the deadline), {} reordered | send spacing error mean {:.1} µs, max {:.1} µs, {} late | {} timestamps",
         e.method,
         e.server,

@@ -9,6 +9,7 @@
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
 use crate::wire::{ip_udp_overhead, AddressToken, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::autorange::{AutoRange, Next, DEFAULT_TOP};
+use headroom_core::abw::shaper::ShaperEstimate;
 use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
     excursion::combine, ChirpSpec, DesignError, EstimatorConfig, JudgePolicy, Method, Outcome, PacketFate, Poll,
@@ -73,6 +74,8 @@ impl EstimateOptions {
     ///   median error on the testbed under 3, 6 and 9 Mbit/s of cross traffic was +1.18,
     ///   +1.68 and +1.83 Mbit/s with pathChirp's 1.5 and +0.72, +0.78 and +0.97 with 5.
     ///   pathChirp, the baseline, keeps its own 1.5.
+    /// - Token-bucket shapers are looked for (`headroom_core::abw::shaper`): a late knee with
+    ///   the queue then growing at a lower rate reads as that rate, with the burst as extra output.
     pub fn for_method(method: Method) -> EstimateOptions {
         EstimateOptions {
             method,
@@ -89,6 +92,7 @@ impl EstimateOptions {
                     Method::PathQuick => RAMP_DECREASE_FACTOR,
                     Method::PathChirp => EstimatorConfig::default().decrease_factor,
                 },
+                detect_shaper: true,
                 ..EstimatorConfig::default()
             },
             judge_slack: Some(Duration::from_millis(10)),
@@ -208,6 +212,9 @@ pub struct Estimate {
     pub ranging: Vec<TrainReport>,
     /// How the client's address was proved before the first train.
     pub handshake: Handshake,
+    /// A token-bucket shaper seen by the answer's trains (more than half of them; the mean of
+    /// their rates and bursts) or, when auto-ranging stopped at it, by a coarse train.
+    pub shaper: Option<ShaperEstimate>,
     /// Bytes of one train at the IP level.
     pub train_bytes: Bytes,
     pub server: SocketAddr,
@@ -809,6 +816,13 @@ impl ProbeSession {
                             }
                             TrainRun::Refused(e) => return Err(e),
                         };
+                        // A coarse train that emptied a shaper's bucket is the answer: its rate
+                        // is the fitted token rate, not the coarse knee, and a fine train around
+                        // it would carry too few bytes beyond the rate to empty the bucket again.
+                        if rep.estimate.shaper.is_some() {
+                            tracked = Some((TrainDesign::PathQuick(coarse), rep));
+                            break coarse;
+                        }
                         let outcome = rep.estimate.outcome.clone();
                         ranging.push(rep);
                         next = plan.next(&coarse, &outcome)?.unwrap_or(Next::Fine(coarse));
@@ -823,10 +837,14 @@ impl ProbeSession {
         let mut reports = Vec::new();
         let mut refused = None;
         let mut r = 0;
-        if let Some((_, rep)) = tracked {
-            reports.push(rep);
-            r = 1;
-        }
+        let design = match tracked {
+            Some((d, rep)) => {
+                reports.push(rep);
+                r = 1;
+                d
+            }
+            None => design,
+        };
         while r < repeat {
             match self.run_one(options, &design, &mut waited, &mut handshake)? {
                 TrainRun::Done((rep, kernel)) => {
@@ -848,7 +866,9 @@ impl ProbeSession {
 
         let outcomes: Vec<Outcome> = reports.iter().map(|r| r.estimate.outcome.clone()).collect();
         let outcome = if outcomes.len() == 1 { outcomes[0].clone() } else { combine(&outcomes) };
-        if let (true, Outcome::Estimate(a), TrainDesign::PathQuick(q)) = (auto_quick, &outcome, &design) {
+        let shaper = combine_shapers(&reports);
+        // Not behind a shaper: a train around its rate would not empty the bucket again.
+        if let (true, None, Outcome::Estimate(a), TrainDesign::PathQuick(q)) = (auto_quick, shaper, &outcome, &design) {
             self.track = AutoRange::new(top, smallest, largest).fine(*a, q.resolution()).ok();
         }
         let mut q = Quality { trains: reports.len() as u32, kernel_timestamps: all_kernel, ..Quality::default() };
@@ -894,10 +914,25 @@ impl ProbeSession {
             design,
             ranging,
             handshake,
+            shaper,
             server,
             trains: reports,
         })
     }
+}
+
+/// The shaper of an estimate: seen by more than half of its trains, their mean rate and burst.
+fn combine_shapers(reports: &[TrainReport]) -> Option<ShaperEstimate> {
+    let seen: Vec<ShaperEstimate> = reports.iter().filter_map(|r| r.estimate.shaper).collect();
+    if seen.is_empty() || 2 * seen.len() <= reports.len() {
+        return None;
+    }
+    let n = seen.len() as u64;
+    Some(ShaperEstimate {
+        rate: Rate(seen.iter().map(|s| s.rate.bps()).sum::<u64>() / n),
+        burst: Bytes(seen.iter().map(|s| s.burst.0).sum::<u64>() / n),
+        knee_rate: Rate(seen.iter().map(|s| s.knee_rate.bps()).sum::<u64>() / n),
+    })
 }
 
 /// One train's end in [`ProbeSession::estimate`]: judged (and whether every timestamp was the
