@@ -819,7 +819,7 @@ impl ProbeSession {
                         // A coarse train that emptied a shaper's bucket is the answer: its rate
                         // is the fitted token rate, not the coarse knee, and a fine train around
                         // it would carry too few bytes beyond the rate to empty the bucket again.
-                        if rep.estimate.shaper.is_some() {
+                        if rep.estimate.shaper.is_some() && matches!(rep.estimate.outcome, Outcome::Estimate(_)) {
                             tracked = Some((TrainDesign::PathQuick(coarse), rep));
                             break coarse;
                         }
@@ -923,7 +923,12 @@ impl ProbeSession {
 
 /// The shaper of an estimate: seen by more than half of its trains, their mean rate and burst.
 fn combine_shapers(reports: &[TrainReport]) -> Option<ShaperEstimate> {
-    let seen: Vec<ShaperEstimate> = reports.iter().filter_map(|r| r.estimate.shaper).collect();
+    // Only trains whose verdict stands (a badly paced train is inconclusive whatever it showed).
+    let seen: Vec<ShaperEstimate> = reports
+        .iter()
+        .filter(|r| matches!(r.estimate.outcome, Outcome::Estimate(_)))
+        .filter_map(|r| r.estimate.shaper)
+        .collect();
     if seen.is_empty() || 2 * seen.len() <= reports.len() {
         return None;
     }

@@ -31,7 +31,7 @@
 //!    `σ̂ = Σ_{j₀ < j ≤ l} P_j − ρ̂·(s_l − s_{j₀})`, from the first packet `j₀` whose gap probed
 //!    at least `ρ̂` (ShaperProbe's `(R − ρ)·τ` summed over the ramp).
 //! 3. **Decision.** A shaper when (a) the fit has a positive slope and `ρ̂` lies below the
-//!    knee's rate, (b) `σ̂` is at least [`MIN_BURST_PACKETS`] of the train's largest packets
+//!    knee's rate and not below the lowest rate the train probed, (b) `σ̂` is at least [`MIN_BURST_PACKETS`] of the train's largest packets
 //!    (less is what the resolution of a plain knee and cross-traffic lulls of a few packets
 //!    produce on a FIFO), and (c) the delay at the knee is within `2·delay_floor + P_max/ρ̂` of
 //!    the lowest delay since `j₀` (the burst passed without queueing; on a FIFO whose knee was
@@ -125,7 +125,10 @@ pub fn detect(sig: &Signature) -> Option<ShaperEstimate> {
     }
     let rho = zero_growth_rate(&pts)?;
     let knee_rate = sig.rate[l];
-    if !(rho > 0.0 && rho < knee_rate) {
+    // A crossing below every rate the train probed is an extrapolation too far to trust (a
+    // loaded testbed's badly paced train read 0.46 Mbit/s behind a 50 Mbit/s bucket).
+    let lowest = sig.rate.iter().cloned().fold(f64::INFINITY, f64::min);
+    if !(rho >= lowest && rho < knee_rate) {
         return None;
     }
     // j0: the first packet whose gap probed at least rho (packet k + 1 closes gap k).
