@@ -9,6 +9,7 @@ mod outdir;
 mod plot;
 mod probe;
 mod probe_bench;
+mod probe_monitor;
 mod proxy;
 mod proxy_bench;
 mod proxy_fig3;

@@ -49,8 +49,21 @@ pub struct ProbeArgs {
     #[arg(long, default_value = "2s", value_parser = parse_positive::<Dur>)]
     pub timeout: Dur,
     /// One JSON object on stdout.
-    #[arg(long, conflicts_with = "instbw")]
+    #[arg(long, conflicts_with_all = ["instbw", "json_stream"])]
     pub json: bool,
+    /// Monitor: one estimate every DUR (start to start) on one session, until --count
+    /// estimates or Ctrl-C. After the first, each estimate asks for its train with the
+    /// server's address-validation token (no handshake round trip) and, auto-ranging, starts
+    /// from a train designed around the last estimate.
+    #[arg(long, value_parser = parse_positive::<Dur>)]
+    pub interval: Option<Dur>,
+    /// Estimates to make with --interval (default: until interrupted).
+    #[arg(long, requires = "interval", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// One compact JSON object per estimate on its own line, flushed at once (for a monitoring
+    /// system); an estimate that failed is a line with "error".
+    #[arg(long, conflicts_with = "instbw")]
+    pub json_stream: bool,
     /// pathChirp's `.instbw` lines: `<unix time s> <estimate Mbit/s>` per train.
     #[arg(long)]
     pub instbw: bool,
@@ -184,10 +197,14 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
     }
 }
 
-fn estimate_json(e: &Estimate) -> serde_json::Value {
+pub(crate) fn estimate_json(e: &Estimate) -> serde_json::Value {
     let q = &e.quality;
     json!({
         "server": e.server.to_string(),
+        "handshake": e.handshake.name(),
+        "shaper": e.shaper.map(|sh| json!({
+            "rate_bps": sh.rate.bps(), "burst_bytes": sh.burst.0, "knee_rate_bps": sh.knee_rate.bps(),
+        })),
         "method": e.method.name(),
         "available_bandwidth_bps": e.available_bandwidth.map(|r| r.bps()),
         "fitted_to_caps": e.fitted_to_caps,
@@ -228,13 +245,8 @@ fn estimate_json(e: &Estimate) -> serde_json::Value {
     })
 }
 
-pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
-    if a.repeat == 0 {
-        return Err(anyhow!("--repeat must be at least 1"));
-    }
-    if a.realtime {
-        realtime()?;
-    }
+/// The estimate options `headroom probe`'s arguments ask for.
+pub(crate) fn probe_options(a: &ProbeArgs) -> EstimateOptions {
     let opts = EstimateOptions {
         method: a.method,
         b_min: a.bmin,
@@ -246,7 +258,7 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
         timeout: Duration::from_nanos(a.timeout.0),
         ..EstimateOptions::for_method(a.method)
     };
-    let opts = EstimateOptions {
+    EstimateOptions {
         estimator: EstimatorConfig {
             knee_fit: a.knee_fit,
             decrease_factor: a.decrease_factor.unwrap_or(opts.estimator.decrease_factor),
@@ -255,8 +267,11 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
         },
         judge_slack: if a.wait_tail { None } else { opts.judge_slack },
         ..opts
-    };
-    let e = estimate(&a.target, &opts).with_context(|| format!("probing {}", a.target))?;
+    }
+}
+
+/// The notes on stderr about how an estimate was made (caps, auto-ranging trains).
+pub(crate) fn print_notes(e: &Estimate) {
     if let Some(note) = &e.fitted_to_caps {
         eprintln!("headroom probe: {note}");
     }
@@ -269,6 +284,56 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
             t.elapsed.as_secs_f64() * 1e3
         );
     }
+}
+
+/// The one-line human summary of an estimate.
+pub(crate) fn plain_line(e: &Estimate) -> String {
+    let q = &e.quality;
+    let shaper = e.shaper.map_or(String::new(), |sh| {
+        format!(
+            " | token-bucket shaper: rate {:.3} Mbit/s, burst {:.1} KB (the knee at {:.3} Mbit/s)",
+            mbps(sh.rate),
+            sh.burst.0 as f64 / 1e3,
+            mbps(sh.knee_rate)
+        )
+    });
+    format!(
+        "{} {}: {}{shaper} | probed {:.3}–{:.3} Mbit/s | {:.1} ms per estimate ({} train{} of {:.1} ms, {:.1} KB) | \
+         received {}/{} ({} after the deadline), {} reordered | send spacing error mean {:.1} µs, max {:.1} µs, {} late | {} timestamps",
+        e.method,
+        e.server,
+        e.outcome,
+        mbps(e.probed_range.0),
+        mbps(e.probed_range.1),
+        e.elapsed_per_train.as_secs_f64() * 1e3,
+        q.trains,
+        if q.trains == 1 { "" } else { "s" },
+        e.design.train_length().as_millis_f64(),
+        e.train_bytes.0 as f64 / 1e3,
+        q.received,
+        q.packets,
+        q.after_deadline,
+        q.reordered,
+        q.spacing_error_mean.0 as f64 / 1e3,
+        q.spacing_error_max.0 as f64 / 1e3,
+        q.late_packets,
+        if q.kernel_timestamps { "kernel" } else { "user-space" },
+    )
+}
+
+pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
+    if a.repeat == 0 {
+        return Err(anyhow!("--repeat must be at least 1"));
+    }
+    if a.realtime {
+        realtime()?;
+    }
+    let opts = probe_options(&a);
+    if a.interval.is_some() || a.json_stream {
+        return crate::probe_monitor::run(&a, &opts);
+    }
+    let e = estimate(&a.target, &opts).with_context(|| format!("probing {}", a.target))?;
+    print_notes(&e);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&estimate_json(&e))?);
     } else if a.instbw {
@@ -278,29 +343,7 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
             println!("{:.6} {:.6}", t.finished_at.as_secs_f64(), v);
         }
     } else {
-        let q = &e.quality;
-        println!(
-            "{} {}: {} | probed {:.3}–{:.3} Mbit/s | {:.1} ms per estimate ({} train{} of {:.1} ms, {:.1} KB) | \
-             received {}/{} ({} after the deadline), {} reordered | send spacing error mean {:.1} µs, max {:.1} µs, {} late | {} timestamps",
-            e.method,
-            e.server,
-            e.outcome,
-            mbps(e.probed_range.0),
-            mbps(e.probed_range.1),
-            e.elapsed_per_train.as_secs_f64() * 1e3,
-            q.trains,
-            if q.trains == 1 { "" } else { "s" },
-            e.design.train_length().as_millis_f64(),
-            e.train_bytes.0 as f64 / 1e3,
-            q.received,
-            q.packets,
-            q.after_deadline,
-            q.reordered,
-            q.spacing_error_mean.0 as f64 / 1e3,
-            q.spacing_error_max.0 as f64 / 1e3,
-            q.late_packets,
-            if q.kernel_timestamps { "kernel" } else { "user-space" },
-        );
+        println!("{}", plain_line(&e));
     }
     if let Some(r) = e.refused {
         eprintln!(
@@ -372,7 +415,7 @@ pub fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The signal (SIGINT or SIGTERM) that asked `headroom serve` to stop, 0 until one did.
-static STOP_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+pub(crate) static STOP_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 extern "C" fn on_stop_signal(sig: libc::c_int) {
     STOP_SIGNAL.store(sig, std::sync::atomic::Ordering::Relaxed);
@@ -380,7 +423,7 @@ extern "C" fn on_stop_signal(sig: libc::c_int) {
 
 /// SIGINT and SIGTERM set [`STOP_SIGNAL`] (an atomic store, async-signal-safe) so `serve`
 /// prints its statistics and stops instead of dying silently.
-fn install_stop_signals() {
+pub(crate) fn install_stop_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: installs a handler that only stores to an atomic.
         unsafe {

@@ -67,6 +67,12 @@ pub struct ProbeBenchArgs {
     /// module doc).
     #[arg(long, value_parser = parse_positive::<Bytes>)]
     pub shaper_burst: Option<Bytes>,
+    /// The shaper's token rate (default `--rate`). Below `--rate` the shaper, not the link, is
+    /// the bottleneck, as behind an ISP plan or a cloud egress limit: the true available
+    /// bandwidth is this rate minus the cross traffic, and the rows say how often the client
+    /// saw the shaper and the burst it read.
+    #[arg(long, requires = "shaper_burst", value_parser = parse_positive::<Rate>)]
+    pub shaper_rate: Option<Rate>,
     /// Bottleneck buffer (`100pkts` as in the simulated Fig. 6, or bytes such as `150KB`).
     #[arg(long, default_value = "100pkts")]
     pub buffer: String,
@@ -115,6 +121,8 @@ pub struct BenchRow {
     pub train_bytes: Bytes,
     pub lost: u32,
     pub spacing_error_max: Dur,
+    /// The shaper the client reported (rate, burst), with the client's defaults.
+    pub shaper: Option<(Rate, Bytes)>,
 }
 
 pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
@@ -129,7 +137,10 @@ pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
         bail!("every cross-traffic level must be below the bottleneck rate {}", a.rate);
     }
     let buffer = Buffer::parse(&a.buffer).map_err(|e| anyhow::anyhow!("--buffer: {e}"))?;
-    let shaper = a.shaper_burst.map(|b| Shaper { rate: a.rate, burst: Some(b) });
+    let shaper = a.shaper_burst.map(|b| Shaper { rate: a.shaper_rate.unwrap_or(a.rate), burst: Some(b) });
+    if a.shaper_rate.is_some_and(|r| r > a.rate) {
+        bail!("--shaper-rate must not exceed --rate (the link behind the shaper)");
+    }
     let bottleneck = Bottleneck { buffer, shaper, ..Bottleneck::new(Some(a.rate), a.delay) };
     let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
     eprintln!(
@@ -137,7 +148,11 @@ pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
         tb.prefix(),
         a.rate,
         a.delay,
-        a.shaper_burst.map_or("no shaper".to_string(), |b| format!("tbf shaper burst {} B", b.0)),
+        a.shaper_burst.map_or("no shaper".to_string(), |b| format!(
+            "tbf shaper {} burst {} B",
+            a.shaper_rate.unwrap_or(a.rate),
+            b.0
+        )),
         a.buffer
     );
     let result = bench_on(&tb, &a);
@@ -222,6 +237,7 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
                             train_bytes: Bytes::ZERO,
                             lost: 0,
                             spacing_error_max: Dur::ZERO,
+                            shaper: None,
                         });
                     }
                     continue;
@@ -252,6 +268,7 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
                     train_bytes: e.train_bytes,
                     lost: t.estimate.lost,
                     spacing_error_max: t.spacing_error_max,
+                    shaper: e.shaper.filter(|_| f == estimator.decrease_factor).map(|sh| (sh.rate, sh.burst)),
                 });
             }
             std::thread::sleep(Duration::from_nanos(a.pause.0));
@@ -263,12 +280,57 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
 /// Every train is judged with each of these decrease factors: the papers' and the ramp's.
 const DECREASE_FACTORS: [f64; 2] = [1.5, RAMP_DECREASE_FACTOR];
 
+/// The rate of the path's bottleneck: the shaper's when it is slower than the link.
+fn bottleneck_rate(a: &ProbeBenchArgs) -> Rate {
+    a.shaper_rate.filter(|_| a.shaper_burst.is_some()).unwrap_or(a.rate).min(a.rate)
+}
+
+/// With a shaper: per method, how many estimates reported it and the median rate and burst.
+fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
+    let mut s = String::new();
+    let (Some(burst), rate) = (a.shaper_burst, bottleneck_rate(a)) else { return s };
+    let _ = writeln!(
+        s,
+        "\nshaper {rate}, burst {} B: goal (issue 19) rate within 10 % of the token rate, burst within a factor of two",
+        burst.0
+    );
+    for &cross in &a.levels {
+        for method in [Method::PathQuick, Method::PathChirp] {
+            let f = if method == Method::PathQuick { RAMP_DECREASE_FACTOR } else { DECREASE_FACTORS[0] };
+            let of: Vec<&BenchRow> =
+                rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect();
+            if of.is_empty() {
+                continue;
+            }
+            let seen: Vec<(Rate, Bytes)> = of.iter().filter_map(|r| r.shaper).collect();
+            let rates: Vec<f64> = seen.iter().map(|x| x.0.as_mbps()).collect();
+            let bursts: Vec<f64> = seen.iter().map(|x| x.1 .0 as f64).collect();
+            let (mr, mb) = (median(&rates).unwrap_or(f64::NAN), median(&bursts).unwrap_or(f64::NAN));
+            let rate_ok = (mr - rate.as_mbps()).abs() <= 0.1 * rate.as_mbps();
+            let burst_ok = mb >= burst.0 as f64 / 2.0 && mb <= burst.0 as f64 * 2.0;
+            let _ = writeln!(
+                s,
+                "  cross {:>5.1} {:<10} shaper seen {:>3}/{:<3} median rate {:>8.2} Mbit/s ({}), median burst {:>8.0} B ({})",
+                cross.as_mbps(),
+                method.name(),
+                seen.len(),
+                of.len(),
+                mr,
+                if rate_ok { "met" } else { "MISSED" },
+                mb,
+                if burst_ok { "met" } else { "MISSED" }
+            );
+        }
+    }
+    s
+}
+
 fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains\n");
+    let mut s = String::from("cross_mbps,method,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{}",
+            "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{}",
             r.cross.as_mbps(),
             r.method.name(),
             r.decrease_factor,
@@ -280,7 +342,9 @@ fn csv(rows: &[BenchRow]) -> String {
             r.train_bytes.0,
             r.lost,
             r.spacing_error_max.as_secs_f64() * 1e6,
-            r.ranging_trains
+            r.ranging_trains,
+            r.shaper.map(|x| format!("{:.4}", x.0.as_mbps())).unwrap_or_default(),
+            r.shaper.map(|x| x.1 .0.to_string()).unwrap_or_default()
         );
     }
     s
@@ -318,7 +382,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     let mut stats = Vec::new();
     for f in DECREASE_FACTORS {
         for &cross in &a.levels {
-            let truth = (a.rate.as_mbps() - cross.as_mbps()).max(0.0);
+            let truth = (bottleneck_rate(a).as_mbps() - cross.as_mbps()).max(0.0);
             for method in [Method::PathQuick, Method::PathChirp] {
                 let of: Vec<&BenchRow> =
                     rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect();
@@ -368,6 +432,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
         }
     }
     s.push_str(&capacity_goals(a, rows));
+    s.push_str(&shaper_lines(a, rows));
     let _ = writeln!(s, "\ngoals (issue 4): PathQuick median error within ±1.5 Mbit/s, every estimate within budget, ahead of pathChirp (its F = 1.5) on error and time");
     let yes = |b: bool| if b { "yes" } else { "no" };
     for (f, cross, qe, qin, [median_better, mae_better, time_better]) in goals {
@@ -393,7 +458,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
 /// within train length + RTT + 20 ms, plus one more train length when auto-ranging.
 fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     let rtt = a.delay + a.delay;
-    let cap = a.rate.as_mbps();
+    let cap = bottleneck_rate(a).as_mbps();
     let mut s = String::new();
     let _ = writeln!(
         s,

@@ -107,3 +107,43 @@ fn realtime_is_refused_clearly_or_granted() {
     assert!(!out.status.success());
     assert!(err.contains("cannot switch to SCHED_FIFO") || err.contains("packet size 40 B is too small"), "{err}");
 }
+
+#[test]
+fn json_stream_writes_one_flushed_line_per_estimate() {
+    use std::io::{BufRead, BufReader};
+    let server = serve();
+    let addr = server.local_addr().to_string();
+    // Three estimates 1.5 s apart: the first line must be readable while the process still
+    // waits for the second (flushed, not buffered until exit).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["probe", addr.as_str(), "--bmax", "6Mbps", "--interval", "1.5s", "--count", "3", "--json-stream"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run headroom");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").unwrap();
+    assert!(child.try_wait().unwrap().is_none(), "the first line came only at exit");
+    let mut all = vec![first];
+    all.extend(lines.map(|l| l.unwrap()));
+    let status = child.wait().unwrap();
+    assert_eq!(all.len(), 3, "--count 3: {all:?}");
+    for (seq, line) in all.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(v["seq"], seq, "{line}");
+        assert!(v["time_unix_s"].as_f64().unwrap() > 1.6e9);
+        if v.get("error").is_none() {
+            assert_eq!(v["handshake"], if seq == 0 { "challenge" } else { "token" }, "{line}");
+            assert!(v["outcome"]["kind"].is_string());
+        }
+    }
+    let vs: Vec<serde_json::Value> = all.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let t: Vec<f64> = vs.iter().map(|v| v["time_unix_s"].as_f64().unwrap()).collect();
+    assert!(t[1] - t[0] > 1.2 && t[2] - t[1] > 1.2, "estimates 1.5 s apart: {t:?}");
+    // Exit 0 when any estimate answered (an estimate or a bound), 1 when none did.
+    let answered = vs.iter().any(|v| !v["available_bandwidth_bps"].is_null() || !v["bound"].is_null());
+    assert_eq!(status.success(), answered, "{all:?}");
+    // --count needs --interval; --json and --json-stream exclude each other.
+    assert!(!headroom(&["probe", addr.as_str(), "--count", "2"]).status.success());
+    assert!(!headroom(&["probe", addr.as_str(), "--json", "--json-stream"]).status.success());
+}

@@ -7,12 +7,13 @@
 //! (the caller is the receiver).
 
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
-use crate::wire::{ip_udp_overhead, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use crate::wire::{ip_udp_overhead, AddressToken, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
 use headroom_core::abw::autorange::{AutoRange, Next, DEFAULT_TOP};
+use headroom_core::abw::shaper::ShaperEstimate;
 use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
     excursion::combine, ChirpSpec, DesignError, EstimatorConfig, JudgePolicy, Method, Outcome, PacketFate, Poll,
-    ProbeRecord, QuickSpec, TrainDesign, TrainEstimate, TrainJudge, TrainPacket, RAMP_DECREASE_FACTOR,
+    ProbeRecord, QuickDesign, QuickSpec, TrainDesign, TrainEstimate, TrainJudge, TrainPacket, RAMP_DECREASE_FACTOR,
 };
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 use std::fmt;
@@ -73,6 +74,8 @@ impl EstimateOptions {
     ///   median error on the testbed under 3, 6 and 9 Mbit/s of cross traffic was +1.18,
     ///   +1.68 and +1.83 Mbit/s with pathChirp's 1.5 and +0.72, +0.78 and +0.97 with 5.
     ///   pathChirp, the baseline, keeps its own 1.5.
+    /// - Token-bucket shapers are looked for (`headroom_core::abw::shaper`): a late knee with
+    ///   the queue then growing at a lower rate reads as that rate, with the burst as extra output.
     pub fn for_method(method: Method) -> EstimateOptions {
         EstimateOptions {
             method,
@@ -89,6 +92,7 @@ impl EstimateOptions {
                     Method::PathQuick => RAMP_DECREASE_FACTOR,
                     Method::PathChirp => EstimatorConfig::default().decrease_factor,
                 },
+                detect_shaper: true,
                 ..EstimatorConfig::default()
             },
             judge_slack: Some(Duration::from_millis(10)),
@@ -203,8 +207,14 @@ pub struct Estimate {
     pub method: Method,
     pub quality: Quality,
     pub design: TrainDesign,
-    /// Auto-ranging's coarse trains, before the trains of the answer ([`Estimate::trains`]).
+    /// Auto-ranging's coarse trains, before the trains of the answer ([`Estimate::trains`]);
+    /// in a tracking [`ProbeSession`], also a tracked fine train that read out of range.
     pub ranging: Vec<TrainReport>,
+    /// How the client's address was proved before the first train.
+    pub handshake: Handshake,
+    /// A token-bucket shaper seen by the answer's trains (more than half of them; the mean of
+    /// their rates and bursts) or, when auto-ranging stopped at it, by a coarse train.
+    pub shaper: Option<ShaperEstimate>,
     /// Bytes of one train at the IP level.
     pub train_bytes: Bytes,
     pub server: SocketAddr,
@@ -428,9 +438,18 @@ pub fn estimate(target: &str, options: &EstimateOptions) -> Result<Estimate, Pro
 /// [`estimate`] for already resolved addresses: each is tried in turn until one answers the
 /// handshake.
 pub fn estimate_addrs(addrs: &[SocketAddr], options: &EstimateOptions) -> Result<Estimate, ProbeError> {
+    first_estimate(addrs, options).map(|(_, e)| e)
+}
+
+/// The first estimate of a [`ProbeSession`] to the first of `addrs` that answers the
+/// handshake (each is tried in turn; the last error is returned if none does), and the session
+/// for the estimates after it.
+pub fn first_estimate(addrs: &[SocketAddr], options: &EstimateOptions) -> Result<(ProbeSession, Estimate), ProbeError> {
     let mut last = None;
     for &server in addrs {
-        match estimate_addr(server, options) {
+        // Designed before the handshake, so a train that cannot be built fails without traffic.
+        design_for(options, server.is_ipv6())?;
+        match ProbeSession::open(server).and_then(|mut s| s.estimate(options).map(|e| (s, e))) {
             Err(e @ (ProbeError::Unreachable { .. } | ProbeError::Timeout { waiting_for: "challenge", .. })) => {
                 last = Some(e)
             }
@@ -484,72 +503,186 @@ pub fn design_within_caps(
     Ok((design, note))
 }
 
-/// [`estimate`] for an already resolved address.
+/// [`estimate`] for an already resolved address (one [`ProbeSession`], one estimate).
 pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Estimate, ProbeError> {
-    let t0 = Instant::now();
-    // Designed once before the handshake, so a train that cannot be built fails without traffic.
-    design_for(options, server.is_ipv6())?;
-    let bind: SocketAddr = if server.is_ipv6() {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    };
-    let sock = UdpSocket::bind(bind).map_err(ProbeError::Io)?;
-    sock.connect(server).map_err(|e| io_err(server, "connection", Duration::ZERO, e))?;
-    let kernel_ts_on = enable_rx_timestamps(&sock).is_ok();
-    let mut buf = vec![0u8; 65_536];
-    let mut out = Vec::with_capacity(64);
+    first_estimate(&[server], options).map(|(_, e)| e)
+}
 
-    // Handshake: HELLO until a CHALLENGE with our nonce, three tries.
-    let nonce = random_nonce();
-    let per_try = options.timeout / 3;
-    let mut cookie = None;
-    let mut caps = None;
-    let mut handshake_rtt = Duration::ZERO;
-    'tries: for _ in 0..3 {
-        Msg::Hello { nonce }.encode(&mut out);
-        sock.send(&out).map_err(|e| io_err(server, "challenge", options.timeout, e))?;
-        let hello_sent = Instant::now();
-        let deadline = hello_sent + per_try;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                continue 'tries;
-            }
-            sock.set_read_timeout(Some(left)).map_err(ProbeError::Io)?;
-            match sock.recv(&mut buf) {
-                Ok(n) => {
-                    if let Ok(Msg::Challenge { nonce: got, cookie: c, max_rate_bps, max_packets, max_size }) =
-                        Msg::decode(&buf[..n])
-                    {
-                        if got == nonce {
-                            cookie = Some(c);
-                            caps = Some(ServerCaps {
-                                max_rate: Rate(max_rate_bps),
-                                max_packets,
-                                max_size: Bytes(max_size as u64),
-                            });
-                            handshake_rtt = hello_sent.elapsed();
-                            break 'tries;
-                        }
-                    }
-                }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue 'tries,
-                Err(e) => return Err(io_err(server, "challenge", options.timeout, e)),
-            }
+/// How an estimate proved the client's address before its first train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handshake {
+    /// A HELLO/CHALLENGE round trip before the first START.
+    Challenge,
+    /// An address-validation token from an earlier train: the first train was asked for at once
+    /// (train + RTT per estimate).
+    Token,
+    /// The held token was refused (expired, or the address changed): the server's CHALLENGE
+    /// cost the round trip after all.
+    TokenRefused,
+}
+
+impl Handshake {
+    pub fn name(self) -> &'static str {
+        match self {
+            Handshake::Challenge => "challenge",
+            Handshake::Token => "token",
+            Handshake::TokenRefused => "token_refused",
         }
     }
-    let cookie = cookie.ok_or(ProbeError::Timeout { server, waiting_for: "challenge", after: options.timeout })?;
-    let base_train = (nonce as u32) & 0x7fff_ffff;
-    let repeat = options.repeat.max(1);
-    let mut waited = Duration::ZERO;
-    // One train of `design`, waiting out the server's "not now" within `retry_wait` in all.
-    let mut run_one = |train: u32, design: &TrainDesign, buf: &mut Vec<u8>, out: &mut Vec<u8>| {
+}
+
+/// A token the client holds, and until when its own clock trusts it.
+#[derive(Clone, Copy, Debug)]
+struct HeldToken {
+    token: AddressToken,
+    /// Receipt + lifetime − [`TOKEN_MARGIN`]: the server's clock started before ours saw the token.
+    usable_until: Instant,
+}
+
+/// A token is not used in its last second (the server measured its age from before our receipt).
+const TOKEN_MARGIN: Duration = Duration::from_secs(1);
+/// A cookie is valid in its epoch and the next (`headroom serve`: 30 s each), so at least 30 s.
+const COOKIE_TRUSTED: Duration = Duration::from_secs(30);
+
+/// One client socket to one server, for many estimates (`headroom probe --interval`).
+///
+/// The first train is preceded by the HELLO/CHALLENGE round trip; every admitted train brings
+/// an address-validation token (`crate::wire`, TOKEN), and later trains ask with it
+/// (TOKEN_START), so each estimate after the first costs its trains + RTT, without the
+/// handshake's RTT. The token is bound to the client's IP address and lives
+/// `headroom serve`'s token lifetime (10 min by default); the client stops using it
+/// [`TOKEN_MARGIN`] before that. A refused token is answered with a CHALLENGE, and the train
+/// is asked for again with its cookie ([`Handshake::TokenRefused`]).
+///
+/// **Tracking with auto-ranging.** After an auto-ranged estimate `A`, the session's next
+/// estimate starts with the fine train designed around `A` (the same rule as after a coarse
+/// train, [`AutoRange::fine`]); only when that train reads a bound or is inconclusive does it
+/// fall back to the coarse ladder. A one-shot [`estimate_addr`] never tracks.
+pub struct ProbeSession {
+    server: SocketAddr,
+    sock: UdpSocket,
+    kernel_ts_on: bool,
+    nonce: u64,
+    cookie: Option<([u8; 16], Instant)>,
+    token: Option<HeldToken>,
+    caps: Option<ServerCaps>,
+    handshake_rtt: Duration,
+    next_train: u32,
+    track: Option<QuickDesign>,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+/// What proves the address in a START.
+#[derive(Clone, Copy)]
+enum Credential {
+    Cookie([u8; 16]),
+    Token(AddressToken),
+}
+
+impl ProbeSession {
+    /// A socket connected to `server`; nothing is sent yet.
+    pub fn open(server: SocketAddr) -> Result<ProbeSession, ProbeError> {
+        let bind: SocketAddr = if server.is_ipv6() {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        };
+        let sock = UdpSocket::bind(bind).map_err(ProbeError::Io)?;
+        sock.connect(server).map_err(|e| io_err(server, "connection", Duration::ZERO, e))?;
+        let kernel_ts_on = enable_rx_timestamps(&sock).is_ok();
+        let nonce = random_nonce();
+        Ok(ProbeSession {
+            server,
+            sock,
+            kernel_ts_on,
+            nonce,
+            cookie: None,
+            token: None,
+            caps: None,
+            handshake_rtt: Duration::ZERO,
+            next_train: (nonce as u32) & 0x7fff_ffff,
+            track: None,
+            buf: vec![0u8; 65_536],
+            out: Vec::with_capacity(64),
+        })
+    }
+
+    pub fn server(&self) -> SocketAddr {
+        self.server
+    }
+
+    /// Whether the next train can be asked for without a handshake.
+    pub fn holds_token(&self) -> bool {
+        self.token.is_some_and(|t| Instant::now() < t.usable_until)
+    }
+
+    /// HELLO until a CHALLENGE with our nonce, three tries.
+    fn handshake(&mut self, options: &EstimateOptions) -> Result<(), ProbeError> {
+        let (server, sock, buf, out) = (self.server, &self.sock, &mut self.buf, &mut self.out);
+        let per_try = options.timeout / 3;
+        'tries: for _ in 0..3 {
+            Msg::Hello { nonce: self.nonce }.encode(out);
+            sock.send(out).map_err(|e| io_err(server, "challenge", options.timeout, e))?;
+            let hello_sent = Instant::now();
+            let deadline = hello_sent + per_try;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    continue 'tries;
+                }
+                sock.set_read_timeout(Some(left)).map_err(ProbeError::Io)?;
+                match sock.recv(buf) {
+                    Ok(n) => {
+                        if let Ok(Msg::Challenge { nonce: got, cookie: c, max_rate_bps, max_packets, max_size }) =
+                            Msg::decode(&buf[..n])
+                        {
+                            if got == self.nonce {
+                                self.cookie = Some((c, Instant::now()));
+                                self.caps = Some(ServerCaps {
+                                    max_rate: Rate(max_rate_bps),
+                                    max_packets,
+                                    max_size: Bytes(max_size as u64),
+                                });
+                                self.handshake_rtt = hello_sent.elapsed();
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                        continue 'tries
+                    }
+                    Err(e) => return Err(io_err(server, "challenge", options.timeout, e)),
+                }
+            }
+        }
+        Err(ProbeError::Timeout { server, waiting_for: "challenge", after: options.timeout })
+    }
+
+    /// The credential for the next START: a usable token, else a cookie still surely valid.
+    fn credential(&self) -> Option<Credential> {
+        let now = Instant::now();
+        if let Some(t) = self.token.filter(|t| now < t.usable_until) {
+            return Some(Credential::Token(t.token));
+        }
+        self.cookie.filter(|(_, at)| now.duration_since(*at) < COOKIE_TRUSTED).map(|(c, _)| Credential::Cookie(c))
+    }
+
+    /// One train of `design`, waiting out the server's "not now" within `retry_wait` in all
+    /// (`waited` carries the waiting across the trains of one estimate).
+    fn run_one(
+        &mut self,
+        options: &EstimateOptions,
+        design: &TrainDesign,
+        waited: &mut Duration,
+        handshake: &mut Handshake,
+    ) -> Result<TrainRun, ProbeError> {
+        let server = self.server;
         let params = TrainParams::from_design(design)?;
         let schedule = design.schedule();
         let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
         let judge_after =
-            options.judge_slack.map(|slack| handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
+            options.judge_slack.map(|slack| self.handshake_rtt + Duration::from_nanos(design.train_length().0) + slack);
         // The cut follows the server: no earlier than `judge_slack` after the last packet's
         // arrival predicted from the send times the packets carry (a server that started late,
         // or fell behind under load, does not get its train cut).
@@ -558,8 +691,39 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
             ..JudgePolicy::socket_receiver(judge_after.map(dur), dur(train_timeout))
         };
         loop {
+            let cred = match self.credential() {
+                Some(c) => c,
+                None => {
+                    self.handshake(options)?;
+                    self.credential().expect("a fresh cookie")
+                }
+            };
+            let train = self.next_train;
+            self.next_train = self.next_train.wrapping_add(1) & 0x7fff_ffff;
             let receiver = TrainReceiver::new(train, &schedule, policy, options.estimator);
-            match run_train(&sock, server, nonce, cookie, &params, receiver, train_timeout, buf, out) {
+            let mut link = TrainLink {
+                sock: &self.sock,
+                server,
+                nonce: self.nonce,
+                cred,
+                buf: &mut self.buf,
+                out: &mut self.out,
+                token: None,
+                retry_cookie: None,
+            };
+            let r = link.run_train(&params, receiver, train_timeout);
+            let (token, retry_cookie) = (link.token, link.retry_cookie);
+            if let Some((token, lifetime)) = token {
+                let usable_until = Instant::now() + lifetime.saturating_sub(TOKEN_MARGIN);
+                self.token = Some(HeldToken { token, usable_until });
+            }
+            if let Some(c) = retry_cookie {
+                self.cookie = Some((c, Instant::now()));
+                if *handshake == Handshake::Token {
+                    *handshake = Handshake::TokenRefused;
+                }
+            }
+            match r {
                 Ok(done) => return Ok(TrainRun::Done(done)),
                 // Refused for now (the previous train still draining, the server full, this
                 // client's budget spent): wait as told, within `retry_wait` in all.
@@ -570,132 +734,213 @@ pub fn estimate_addr(server: SocketAddr, options: &EstimateOptions) -> Result<Es
                     ..
                 }) => {
                     let wait = retry_after.max(Duration::from_millis(50));
-                    if waited + wait > options.retry_wait {
+                    if *waited + wait > options.retry_wait {
                         return Ok(TrainRun::Refused(ProbeError::Rejected { server, reason, retry_after, cap }));
                     }
                     std::thread::sleep(wait);
-                    waited += wait;
+                    *waited += wait;
                 }
                 Err(e) => return Err(e),
             }
         }
-    };
-    let mut all_kernel = kernel_ts_on;
-    let mut ranging = Vec::new();
-    let (design, fitted_to_caps) = if options.auto_range && options.design.is_none() {
+    }
+
+    /// One estimate (its auto-ranging trains, then `repeat` trains), on this session's socket.
+    pub fn estimate(&mut self, options: &EstimateOptions) -> Result<Estimate, ProbeError> {
+        let t0 = Instant::now();
+        let server = self.server;
+        design_for(options, server.is_ipv6())?;
+        let mut handshake = if self.credential().is_some_and(|c| matches!(c, Credential::Token(_))) {
+            Handshake::Token
+        } else {
+            Handshake::Challenge
+        };
+        if self.credential().is_none() {
+            self.handshake(options)?;
+        }
+        let repeat = options.repeat.max(1);
+        let mut waited = Duration::ZERO;
+        let mut all_kernel = self.kernel_ts_on;
+        let mut ranging = Vec::new();
+        let caps = self.caps;
         let top = caps.map_or(DEFAULT_TOP, |c| c.max_rate.min(DEFAULT_TOP).max(Rate::from_mbps(1)));
         let largest = caps.map_or(options.max_size, |c| options.max_size.min(c.max_size));
-        match options.method {
-            Method::PathChirp => {
-                let wide = EstimateOptions {
-                    b_min: Some(Rate::from_mbps(1)),
-                    b_max: top,
-                    max_size: largest,
-                    ..options.clone()
-                };
-                (design_for(&wide, server.is_ipv6())?, None)
-            }
-            Method::PathQuick => {
-                let smallest = Bytes(ip_udp_overhead(server.is_ipv6()) + PROBE_HEADER_LEN as u64);
-                let mut plan = AutoRange::new(top, smallest, largest);
-                let mut next = plan.first()?;
-                let mut k = 0u32;
-                let fine = loop {
-                    let coarse = match next {
-                        Next::Fine(d) => break d,
-                        Next::Coarse(d) => d,
-                    };
-                    let train = base_train.wrapping_add(repeat + k) & 0x7fff_ffff;
-                    k += 1;
-                    let rep = match run_one(train, &TrainDesign::PathQuick(coarse), &mut buf, &mut out)? {
-                        TrainRun::Done((rep, kernel)) => {
-                            all_kernel &= kernel;
-                            rep
-                        }
-                        TrainRun::Refused(e) => return Err(e),
-                    };
-                    let outcome = rep.estimate.outcome.clone();
+        let smallest = Bytes(ip_udp_overhead(server.is_ipv6()) + PROBE_HEADER_LEN as u64);
+        let auto_quick = options.auto_range && options.design.is_none() && options.method == Method::PathQuick;
+        // A tracked fine train whose answer is in range is the estimate itself.
+        let mut tracked = None;
+        if let Some(fine) = self.track.take().filter(|_| auto_quick) {
+            let design = TrainDesign::PathQuick(fine);
+            match self.run_one(options, &design, &mut waited, &mut handshake)? {
+                TrainRun::Done((rep, kernel)) if matches!(rep.estimate.outcome, Outcome::Estimate(_)) => {
+                    all_kernel &= kernel;
+                    tracked = Some((design, rep));
+                }
+                TrainRun::Done((rep, kernel)) => {
+                    all_kernel &= kernel;
                     ranging.push(rep);
-                    next = plan.next(&coarse, &outcome)?.unwrap_or(Next::Fine(coarse));
-                };
-                (TrainDesign::PathQuick(fine), None)
+                }
+                TrainRun::Refused(e) => return Err(e),
             }
         }
-    } else {
-        design_within_caps(options, server.is_ipv6(), caps)?
-    };
+        let (design, fitted_to_caps) = if let Some((d, _)) = &tracked {
+            (d.clone(), None)
+        } else if options.auto_range && options.design.is_none() {
+            match options.method {
+                Method::PathChirp => {
+                    let wide = EstimateOptions {
+                        b_min: Some(Rate::from_mbps(1)),
+                        b_max: top,
+                        max_size: largest,
+                        ..options.clone()
+                    };
+                    (design_for(&wide, server.is_ipv6())?, None)
+                }
+                Method::PathQuick => {
+                    let mut plan = AutoRange::new(top, smallest, largest);
+                    let mut next = plan.first()?;
+                    let fine = loop {
+                        let coarse = match next {
+                            Next::Fine(d) => break d,
+                            Next::Coarse(d) => d,
+                        };
+                        let rep = match self.run_one(
+                            options,
+                            &TrainDesign::PathQuick(coarse),
+                            &mut waited,
+                            &mut handshake,
+                        )? {
+                            TrainRun::Done((rep, kernel)) => {
+                                all_kernel &= kernel;
+                                rep
+                            }
+                            TrainRun::Refused(e) => return Err(e),
+                        };
+                        // A coarse train that emptied a shaper's bucket is the answer: its rate
+                        // is the fitted token rate, not the coarse knee, and a fine train around
+                        // it would carry too few bytes beyond the rate to empty the bucket again.
+                        if rep.estimate.shaper.is_some() && matches!(rep.estimate.outcome, Outcome::Estimate(_)) {
+                            tracked = Some((TrainDesign::PathQuick(coarse), rep));
+                            break coarse;
+                        }
+                        let outcome = rep.estimate.outcome.clone();
+                        ranging.push(rep);
+                        next = plan.next(&coarse, &outcome)?.unwrap_or(Next::Fine(coarse));
+                    };
+                    (TrainDesign::PathQuick(fine), None)
+                }
+            }
+        } else {
+            design_within_caps(options, server.is_ipv6(), caps)?
+        };
 
-    let mut reports = Vec::new();
-    let mut refused = None;
-    for r in 0..repeat {
-        let train = base_train.wrapping_add(r);
-        match run_one(train, &design, &mut buf, &mut out)? {
-            TrainRun::Done((rep, kernel)) => {
-                all_kernel &= kernel;
+        let mut reports = Vec::new();
+        let mut refused = None;
+        let mut r = 0;
+        let design = match tracked {
+            Some((d, rep)) => {
                 reports.push(rep);
+                r = 1;
+                d
             }
-            TrainRun::Refused(e) => {
-                if reports.is_empty() {
-                    return Err(e);
+            None => design,
+        };
+        while r < repeat {
+            match self.run_one(options, &design, &mut waited, &mut handshake)? {
+                TrainRun::Done((rep, kernel)) => {
+                    all_kernel &= kernel;
+                    reports.push(rep);
                 }
-                if let ProbeError::Rejected { reason, .. } = e {
-                    refused = Some(Refused { reason, missing: repeat - r });
+                TrainRun::Refused(e) => {
+                    if reports.is_empty() {
+                        return Err(e);
+                    }
+                    if let ProbeError::Rejected { reason, .. } = e {
+                        refused = Some(Refused { reason, missing: repeat - r });
+                    }
+                    break;
                 }
-                break;
             }
+            r += 1;
         }
-    }
 
-    let outcomes: Vec<Outcome> = reports.iter().map(|r| r.estimate.outcome.clone()).collect();
-    let outcome = if outcomes.len() == 1 { outcomes[0].clone() } else { combine(&outcomes) };
-    let mut q = Quality { trains: reports.len() as u32, kernel_timestamps: all_kernel, ..Quality::default() };
-    let mut probed = (Rate(u64::MAX), Rate::ZERO);
-    let mut err_sum = 0u64;
-    for rep in &reports {
-        let e = &rep.estimate;
-        q.conclusive += e.outcome.value().is_some() as u32;
-        q.packets += e.packets;
-        q.received += e.received;
-        q.lost += e.lost;
-        q.reordered += e.reordered;
-        q.duplicates += e.duplicates;
-        q.late_packets += rep.late;
-        q.after_deadline += rep.after_deadline;
-        q.spacing_error_max = q.spacing_error_max.max(rep.spacing_error_max);
-        err_sum += rep.spacing_error_mean.0;
-        if e.probed.1 > Rate::ZERO {
-            probed.0 = probed.0.min(e.probed.0);
-            probed.1 = probed.1.max(e.probed.1);
+        let outcomes: Vec<Outcome> = reports.iter().map(|r| r.estimate.outcome.clone()).collect();
+        let outcome = if outcomes.len() == 1 { outcomes[0].clone() } else { combine(&outcomes) };
+        let shaper = combine_shapers(&reports);
+        // Not behind a shaper: a train around its rate would not empty the bucket again.
+        if let (true, None, Outcome::Estimate(a), TrainDesign::PathQuick(q)) = (auto_quick, shaper, &outcome, &design) {
+            self.track = AutoRange::new(top, smallest, largest).fine(*a, q.resolution()).ok();
         }
+        let mut q = Quality { trains: reports.len() as u32, kernel_timestamps: all_kernel, ..Quality::default() };
+        let mut probed = (Rate(u64::MAX), Rate::ZERO);
+        let mut err_sum = 0u64;
+        for rep in &reports {
+            let e = &rep.estimate;
+            q.conclusive += e.outcome.value().is_some() as u32;
+            q.packets += e.packets;
+            q.received += e.received;
+            q.lost += e.lost;
+            q.reordered += e.reordered;
+            q.duplicates += e.duplicates;
+            q.late_packets += rep.late;
+            q.after_deadline += rep.after_deadline;
+            q.spacing_error_max = q.spacing_error_max.max(rep.spacing_error_max);
+            err_sum += rep.spacing_error_mean.0;
+            if e.probed.1 > Rate::ZERO {
+                probed.0 = probed.0.min(e.probed.0);
+                probed.1 = probed.1.max(e.probed.1);
+            }
+        }
+        q.spacing_error_mean = Dur(err_sum / reports.len().max(1) as u64);
+        if probed.1 == Rate::ZERO {
+            probed = design.probed_range();
+        }
+        let per_train = reports.iter().map(|r| r.elapsed).sum::<Duration>() / reports.len().max(1) as u32;
+        Ok(Estimate {
+            fitted_to_caps,
+            available_bandwidth: match outcome {
+                Outcome::Estimate(r) => Some(r),
+                _ => None,
+            },
+            bound: Bound::of(&outcome),
+            outcome,
+            refused,
+            probed_range: probed,
+            elapsed: t0.elapsed(),
+            elapsed_per_train: per_train,
+            method: design.method(),
+            quality: q,
+            train_bytes: design.bytes(),
+            design,
+            ranging,
+            handshake,
+            shaper,
+            server,
+            trains: reports,
+        })
     }
-    q.spacing_error_mean = Dur(err_sum / reports.len().max(1) as u64);
-    if probed.1 == Rate::ZERO {
-        probed = design.probed_range();
+}
+
+/// The shaper of an estimate: seen by more than half of its trains, their mean rate and burst.
+fn combine_shapers(reports: &[TrainReport]) -> Option<ShaperEstimate> {
+    // Only trains whose verdict stands (a badly paced train is inconclusive whatever it showed).
+    let seen: Vec<ShaperEstimate> = reports
+        .iter()
+        .filter(|r| matches!(r.estimate.outcome, Outcome::Estimate(_)))
+        .filter_map(|r| r.estimate.shaper)
+        .collect();
+    if seen.is_empty() || 2 * seen.len() <= reports.len() {
+        return None;
     }
-    let per_train = reports.iter().map(|r| r.elapsed).sum::<Duration>() / reports.len().max(1) as u32;
-    Ok(Estimate {
-        fitted_to_caps,
-        available_bandwidth: match outcome {
-            Outcome::Estimate(r) => Some(r),
-            _ => None,
-        },
-        bound: Bound::of(&outcome),
-        outcome,
-        refused,
-        probed_range: probed,
-        elapsed: t0.elapsed(),
-        elapsed_per_train: per_train,
-        method: design.method(),
-        quality: q,
-        train_bytes: design.bytes(),
-        design,
-        ranging,
-        server,
-        trains: reports,
+    let n = seen.len() as u64;
+    Some(ShaperEstimate {
+        rate: Rate(seen.iter().map(|s| s.rate.bps()).sum::<u64>() / n),
+        burst: Bytes(seen.iter().map(|s| s.burst.0).sum::<u64>() / n),
+        knee_rate: Rate(seen.iter().map(|s| s.knee_rate.bps()).sum::<u64>() / n),
     })
 }
 
-/// One train's end in [`estimate_addr`]: judged (and whether every timestamp was the
+/// One train's end in [`ProbeSession::estimate`]: judged (and whether every timestamp was the
 /// kernel's), or refused after the retry budget.
 enum TrainRun {
     Done((TrainReport, bool)),
@@ -816,55 +1061,93 @@ pub struct Refusal {
     pub cap: Option<Cap>,
 }
 
-/// Asks for one train and feeds what arrives to `rx` until it says done (see
-/// [`TrainReceiver`] for when the train is judged).
-#[allow(clippy::too_many_arguments)]
-fn run_train(
-    sock: &UdpSocket,
+/// One train's exchange on the session's socket: the credential its START carries, and what
+/// the server gave back besides the train (a fresh token; a CHALLENGE when the token was refused).
+struct TrainLink<'a> {
+    sock: &'a UdpSocket,
     server: SocketAddr,
     nonce: u64,
-    cookie: [u8; 16],
-    params: &TrainParams,
-    mut rx: TrainReceiver,
-    timeout: Duration,
-    buf: &mut [u8],
-    out: &mut Vec<u8>,
-) -> Result<(TrainReport, bool), ProbeError> {
-    Msg::Start { nonce, cookie, train: rx.train, params: *params }.encode(out);
-    let started = Instant::now();
-    sock.send(out).map_err(|e| io_err(server, "train", timeout, e))?;
-    let clock = || Time(dur(started.elapsed()).0);
-    let hard_stop = Time(dur(timeout).0);
-    // Deadlines are applied as of the last moment the socket was found empty: a client that
-    // was not scheduled for a while reads what queued meanwhile before judging (those packets
-    // arrived in time). Only the overall timeout applies regardless, so a flood cannot hold
-    // the loop.
-    let mut drained_at = Time::ZERO;
-    loop {
-        let now = clock();
-        let until = match rx.poll(if now >= hard_stop { now } else { drained_at }) {
-            Poll::Done => break,
-            // The policy always has a give-up deadline; without one, poll again at once.
-            Poll::Wait { until } => until.unwrap_or(now),
-        };
-        let wait = Duration::from_nanos(until.saturating_since(now).0).max(Duration::from_micros(10));
-        sock.set_read_timeout(Some(wait)).map_err(ProbeError::Io)?;
-        let (len, at, kernel) = match recv_timestamped(sock, buf) {
-            Ok(x) => x,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                drained_at = clock();
-                continue; // the loop's head decides: judge now, or give up
-            }
-            Err(e) => return Err(io_err(server, "train", timeout, e)),
-        };
-        if let Ok(msg) = Msg::decode(&buf[..len]) {
-            rx.on_message(clock(), &msg, at, kernel).map_err(|r| ProbeError::Rejected {
-                server,
-                reason: r.reason,
-                retry_after: r.retry_after,
-                cap: r.cap,
-            })?;
+    cred: Credential,
+    buf: &'a mut [u8],
+    out: &'a mut Vec<u8>,
+    /// The TOKEN that came with the train, and its lifetime.
+    token: Option<(AddressToken, Duration)>,
+    /// The cookie of the CHALLENGE that answered a refused token.
+    retry_cookie: Option<[u8; 16]>,
+}
+
+impl TrainLink<'_> {
+    fn send_start(&mut self, train: u32, params: &TrainParams, timeout: Duration) -> Result<Instant, ProbeError> {
+        let (nonce, params) = (self.nonce, *params);
+        match self.cred {
+            Credential::Cookie(cookie) => Msg::Start { nonce, cookie, train, params },
+            Credential::Token(token) => Msg::TokenStart { token, nonce, train, params },
         }
+        .encode(self.out);
+        let started = Instant::now();
+        self.sock.send(self.out).map_err(|e| io_err(self.server, "train", timeout, e))?;
+        Ok(started)
     }
-    rx.finish(realtime_now()).ok_or(ProbeError::Timeout { server, waiting_for: "probe train", after: timeout })
+
+    /// Asks for one train and feeds what arrives to `rx` until it says done (see
+    /// [`TrainReceiver`] for when the train is judged). A CHALLENGE for our nonce in answer to a
+    /// token means the token was refused: the START is sent again with its cookie, once, and
+    /// the train's clock restarts there.
+    fn run_train(
+        &mut self,
+        params: &TrainParams,
+        mut rx: TrainReceiver,
+        timeout: Duration,
+    ) -> Result<(TrainReport, bool), ProbeError> {
+        let server = self.server;
+        let mut started = self.send_start(rx.train, params, timeout)?;
+        let clock = |started: Instant| Time(dur(started.elapsed()).0);
+        let hard_stop = Time(dur(timeout).0);
+        // Deadlines are applied as of the last moment the socket was found empty: a client that
+        // was not scheduled for a while reads what queued meanwhile before judging (those packets
+        // arrived in time). Only the overall timeout applies regardless, so a flood cannot hold
+        // the loop.
+        let mut drained_at = Time::ZERO;
+        loop {
+            let now = clock(started);
+            let until = match rx.poll(if now >= hard_stop { now } else { drained_at }) {
+                Poll::Done => break,
+                // The policy always has a give-up deadline; without one, poll again at once.
+                Poll::Wait { until } => until.unwrap_or(now),
+            };
+            let wait = Duration::from_nanos(until.saturating_since(now).0).max(Duration::from_micros(10));
+            self.sock.set_read_timeout(Some(wait)).map_err(ProbeError::Io)?;
+            let (len, at, kernel) = match recv_timestamped(self.sock, self.buf) {
+                Ok(x) => x,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    drained_at = clock(started);
+                    continue; // the loop's head decides: judge now, or give up
+                }
+                Err(e) => return Err(io_err(server, "train", timeout, e)),
+            };
+            match Msg::decode(&self.buf[..len]) {
+                Ok(Msg::Token { token, lifetime_ms }) => {
+                    self.token = Some((token, Duration::from_millis(lifetime_ms as u64)));
+                }
+                Ok(Msg::Challenge { nonce, cookie, .. })
+                    if nonce == self.nonce && matches!(self.cred, Credential::Token(_)) =>
+                {
+                    self.retry_cookie = Some(cookie);
+                    self.cred = Credential::Cookie(cookie);
+                    started = self.send_start(rx.train, params, timeout)?;
+                    drained_at = Time::ZERO;
+                }
+                Ok(msg) => {
+                    rx.on_message(clock(started), &msg, at, kernel).map_err(|r| ProbeError::Rejected {
+                        server,
+                        reason: r.reason,
+                        retry_after: r.retry_after,
+                        cap: r.cap,
+                    })?;
+                }
+                Err(_) => {}
+            }
+        }
+        rx.finish(realtime_now()).ok_or(ProbeError::Timeout { server, waiting_for: "probe train", after: timeout })
+    }
 }

@@ -14,7 +14,7 @@ pub mod transfer;
 pub mod wire;
 
 pub use client::{
-    estimate, estimate_addr, estimate_addrs, Bound, Estimate, EstimateOptions, ProbeError, Quality, Refused,
-    TrainReceiver, TrainReport, DEFAULT_PORT,
+    estimate, estimate_addr, estimate_addrs, first_estimate, Bound, Estimate, EstimateOptions, Handshake, ProbeError,
+    ProbeSession, Quality, Refused, TrainReceiver, TrainReport, DEFAULT_PORT,
 };
 pub use server::{Server, ServerConfig, ServerHandle, ServerStats};

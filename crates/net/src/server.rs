@@ -8,6 +8,13 @@
 //!   is sent only for a START that echoes a valid cookie (this or the previous epoch), which
 //!   proves the client receives at the address the train goes to; a spoofed source never sees
 //!   the cookie. No reply is ever larger than the unverified datagram that caused it.
+//! - **Address-validation tokens** (continuous monitoring): with each admitted train the client
+//!   gets a TOKEN, a MAC of its IP address (not the port: a NAT may rebind it, as QUIC's
+//!   NEW_TOKEN allows) and the issue time, valid for [`ServerConfig::token_lifetime`]. A
+//!   TOKEN_START echoing a valid token is admitted like a START (same caps), saving the
+//!   HELLO/CHALLENGE round trip; an invalid or expired token gets a CHALLENGE for the request's
+//!   nonce (QUIC's Retry), 40 bytes against the request's 57. The token proves the client
+//!   received at that IP address within the lifetime, as the cookie proves it now.
 //! - **Caps** ([`ServerConfig`]): highest probed rate (of each gap, and summed over the trains
 //!   in flight: [`Admission`]), packet size, packets and length of a
 //!   train, bytes of a train, trains per client IP per window, one train in flight per client
@@ -29,7 +36,9 @@
 //! time and the lateness is reported in END.
 
 use crate::timing::{wait_until, SpacingStats};
-use crate::wire::{encode_probe, ip_udp_overhead, Cap, CapKind, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use crate::wire::{
+    encode_probe, ip_udp_overhead, AddressToken, Cap, CapKind, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN,
+};
 use headroom_core::abw::{Method, TrainDesign, TrainPacket};
 use headroom_core::units::{Bytes, Dur, Rate};
 use std::collections::HashMap;
@@ -60,6 +69,9 @@ pub struct ServerConfig {
     /// One line on stderr per client session (`headroom serve -v`): the client's address, the
     /// train's method and packets, and how it ended (sent, expired, or refused and why).
     pub log_sessions: bool,
+    /// How long an address-validation token stays valid after it is issued (a fresh one comes
+    /// with every train, so a client probing more often than this never shakes hands again).
+    pub token_lifetime: Duration,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +86,7 @@ impl Default for ServerConfig {
             window: Duration::from_secs(10),
             max_concurrent: 64,
             log_sessions: false,
+            token_lifetime: DEFAULT_TOKEN_LIFETIME,
         }
     }
 }
@@ -103,6 +116,9 @@ impl ServerConfig {
                 u16::MAX
             ));
         }
+        if self.token_lifetime.as_millis() > u32::MAX as u128 {
+            return Err("the token lifetime must be below 49 days".into());
+        }
         if self.max_train_length.0 == 0 || self.max_train_bytes.0 == 0 || self.window.is_zero() {
             return Err("train length, train bytes and the rate window must be above 0".into());
         }
@@ -125,6 +141,13 @@ pub struct ServerStats {
     pub rejected: AtomicU64,
     pub probes_sent: AtomicU64,
     pub send_errors: AtomicU64,
+    /// Address-validation tokens sent (one per admitted train).
+    pub tokens_issued: AtomicU64,
+    /// TOKEN_STARTs whose token was valid (trains without a handshake).
+    pub token_starts: AtomicU64,
+    /// TOKEN_STARTs whose token was expired, forged or another address's (answered with a
+    /// CHALLENGE).
+    pub bad_tokens: AtomicU64,
 }
 
 impl ServerStats {
@@ -134,6 +157,10 @@ impl ServerStats {
 }
 
 const COOKIE_EPOCH: Duration = Duration::from_secs(30);
+/// [`ServerConfig::token_lifetime`]'s default: ten minutes (our choice; QUIC leaves it to the
+/// server). Long enough for any monitoring interval worth having, short enough that an address
+/// given up (a DHCP lease, a NAT binding) is not trusted for long.
+pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(600);
 
 /// The cookie MAC: HMAC-SHA-256 (RFC 2104, FIPS 180-4) truncated to 16 bytes, keyed with 32
 /// bytes from the OS random source (`getrandom`), over the peer's address family, address and
@@ -159,10 +186,13 @@ impl CookieKey {
         (self.origin.elapsed().as_secs() / COOKIE_EPOCH.as_secs()) + 1
     }
 
-    fn cookie_at(&self, peer: SocketAddr, nonce: u64, epoch: u64) -> [u8; 16] {
+    /// HMAC-SHA-256 under the key over `domain`, the address family and address of `ip`, then
+    /// `fields`; the first 16 bytes.
+    fn tag(&self, domain: &[u8], ip: IpAddr, fields: &[&[u8]]) -> [u8; 16] {
         use hmac::{Hmac, Mac};
         let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC takes any key length");
-        match peer.ip() {
+        mac.update(domain);
+        match ip {
             IpAddr::V4(a) => {
                 mac.update(&[4]);
                 mac.update(&a.octets());
@@ -172,13 +202,41 @@ impl CookieKey {
                 mac.update(&a.octets());
             }
         }
-        mac.update(&peer.port().to_be_bytes());
-        mac.update(&nonce.to_be_bytes());
-        mac.update(&epoch.to_be_bytes());
+        for f in fields {
+            mac.update(f);
+        }
         let tag = mac.finalize().into_bytes();
         let mut out = [0u8; 16];
         out.copy_from_slice(&tag[..16]);
         out
+    }
+
+    fn cookie_at(&self, peer: SocketAddr, nonce: u64, epoch: u64) -> [u8; 16] {
+        self.tag(b"", peer.ip(), &[&peer.port().to_be_bytes(), &nonce.to_be_bytes(), &epoch.to_be_bytes()])
+    }
+
+    /// The tag of an address-validation token for `ip` issued at `issued_ms` (server clock):
+    /// the MAC over a domain byte `T` (no cookie input starts with it: the cookie's first byte
+    /// is the family, 4 or 6), the address family and address, and the issue time.
+    fn token_tag(&self, ip: IpAddr, issued_ms: u64) -> [u8; 16] {
+        self.tag(b"T", ip, &[&issued_ms.to_be_bytes()])
+    }
+
+    /// Milliseconds on the server's clock (since the key was made).
+    fn now_ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+
+    /// A token for `ip` issued at `now_ms`.
+    fn token_at(&self, ip: IpAddr, now_ms: u64) -> AddressToken {
+        AddressToken { issued_ms: now_ms, tag: self.token_tag(ip, now_ms) }
+    }
+
+    /// Whether `token` was issued by this key to `ip` no more than `lifetime` before `now_ms`
+    /// (and not in the future).
+    fn token_valid_at(&self, ip: IpAddr, token: &AddressToken, now_ms: u64, lifetime: Duration) -> bool {
+        let age_ok = now_ms.checked_sub(token.issued_ms).is_some_and(|age| age as u128 <= lifetime.as_millis());
+        age_ok && same_tag(&self.token_tag(ip, token.issued_ms), &token.tag)
     }
 
     fn cookie(&self, peer: SocketAddr, nonce: u64) -> [u8; 16] {
@@ -187,10 +245,14 @@ impl CookieKey {
 
     fn valid(&self, peer: SocketAddr, nonce: u64, cookie: &[u8; 16]) -> bool {
         let e = self.epoch();
-        // Compare without early exit on the first differing byte.
-        let eq = |c: [u8; 16]| c.iter().zip(cookie).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
-        eq(self.cookie_at(peer, nonce, e)) || eq(self.cookie_at(peer, nonce, e.saturating_sub(1)))
+        same_tag(&self.cookie_at(peer, nonce, e), cookie)
+            || same_tag(&self.cookie_at(peer, nonce, e.saturating_sub(1)), cookie)
     }
+}
+
+/// Compares two MAC tags without early exit on the first differing byte.
+fn same_tag(a: &[u8; 16], b: &[u8; 16]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Why a START was refused: the wire reason, the cap that refused (when one did) and when to
@@ -544,14 +606,7 @@ fn receiver(
         match msg {
             Msg::Hello { nonce } => {
                 bump(&stats.hellos);
-                Msg::Challenge {
-                    nonce,
-                    cookie: key.cookie(peer, nonce),
-                    max_rate_bps: config.max_rate.bps(),
-                    max_packets: config.max_packets,
-                    max_size: config.max_size.0.min(u16::MAX as u64) as u16,
-                }
-                .encode(&mut out);
+                challenge(&mut out, &key, peer, nonce, &config);
                 debug_assert!(out.len() <= n);
                 let _ = sock.send_to(&out, peer);
             }
@@ -560,49 +615,93 @@ fn receiver(
                     bump(&stats.bad_cookies);
                     continue;
                 }
-                let overhead = ip_udp_overhead(peer.is_ipv6());
-                let now = Instant::now();
-                let verdict = check_train(&params, &config, overhead).and_then(|t| {
-                    let mut adm = admission.lock().unwrap_or_else(|p| p.into_inner());
-                    adm.admit(peer, now, &t, &config).map(|serial| (t, serial))
-                });
-                match verdict {
-                    Ok((t, serial)) => {
-                        bump(&stats.trains_started);
-                        let expires = expires_at(now, t.length);
-                        let job = TrainJob {
-                            peer,
-                            train,
-                            method: params.method,
-                            serial,
-                            schedule: t.schedule,
-                            overhead,
-                            expires,
-                        };
-                        if jobs.send(job).is_err() {
-                            return;
-                        }
-                    }
-                    Err(refusal) => {
-                        bump(&stats.rejected);
-                        if config.log_sessions {
-                            let cap = refusal.cap.map_or(String::new(), |c| format!(" (cap: {c})"));
-                            eprintln!(
-                                "session {peer} train {train}: {} refused: {}{cap}",
-                                params.method,
-                                refusal.reason.describe()
-                            );
-                        }
-                        let retry_after_ms = refusal.retry_after.as_millis().clamp(1, u16::MAX as u128) as u16;
-                        Msg::Reject { train, reason: refusal.reason, retry_after_ms, cap: refusal.cap }
-                            .encode(&mut out);
-                        let _ = sock.send_to(&out, peer);
-                    }
+                if !admit_train(&sock, &mut out, peer, train, &params, &config, &key, &jobs, &stats, &admission) {
+                    return;
+                }
+            }
+            Msg::TokenStart { token, nonce, train, params } => {
+                if !key.token_valid_at(peer.ip(), &token, key.now_ms(), config.token_lifetime) {
+                    // QUIC's Retry: prove the address now, with a reply smaller than the request.
+                    bump(&stats.bad_tokens);
+                    challenge(&mut out, &key, peer, nonce, &config);
+                    debug_assert!(out.len() <= n);
+                    let _ = sock.send_to(&out, peer);
+                    continue;
+                }
+                bump(&stats.token_starts);
+                if !admit_train(&sock, &mut out, peer, train, &params, &config, &key, &jobs, &stats, &admission) {
+                    return;
                 }
             }
             _ => {
                 bump(&stats.unexpected);
             }
+        }
+    }
+}
+
+/// Encodes the CHALLENGE for `peer`'s `nonce` into `out`.
+fn challenge(out: &mut Vec<u8>, key: &CookieKey, peer: SocketAddr, nonce: u64, config: &ServerConfig) {
+    Msg::Challenge {
+        nonce,
+        cookie: key.cookie(peer, nonce),
+        max_rate_bps: config.max_rate.bps(),
+        max_packets: config.max_packets,
+        max_size: config.max_size.0.min(u16::MAX as u64) as u16,
+    }
+    .encode(out);
+}
+
+/// A verified client's train: checked against the caps and admitted (then a fresh
+/// address-validation token goes to the client and the train to the pacer) or refused with a
+/// REJECT. `false` when the pacer is gone (the server is stopping).
+#[allow(clippy::too_many_arguments)]
+fn admit_train(
+    sock: &UdpSocket,
+    out: &mut Vec<u8>,
+    peer: SocketAddr,
+    train: u32,
+    params: &TrainParams,
+    config: &ServerConfig,
+    key: &CookieKey,
+    jobs: &Sender<TrainJob>,
+    stats: &ServerStats,
+    admission: &Mutex<Admission>,
+) -> bool {
+    let bump = |c: &AtomicU64| c.fetch_add(1, Ordering::Relaxed);
+    let overhead = ip_udp_overhead(peer.is_ipv6());
+    let now = Instant::now();
+    let verdict = check_train(params, config, overhead).and_then(|t| {
+        let mut adm = admission.lock().unwrap_or_else(|p| p.into_inner());
+        adm.admit(peer, now, &t, config).map(|serial| (t, serial))
+    });
+    match verdict {
+        Ok((t, serial)) => {
+            bump(&stats.trains_started);
+            // The token first: it is small and leaves before the train's lead-in is over.
+            let lifetime_ms = config.token_lifetime.as_millis().min(u32::MAX as u128) as u32;
+            Msg::Token { token: key.token_at(peer.ip(), key.now_ms()), lifetime_ms }.encode(out);
+            if sock.send_to(out, peer).is_ok() {
+                bump(&stats.tokens_issued);
+            }
+            let expires = expires_at(now, t.length);
+            let job = TrainJob { peer, train, method: params.method, serial, schedule: t.schedule, overhead, expires };
+            jobs.send(job).is_ok()
+        }
+        Err(refusal) => {
+            bump(&stats.rejected);
+            if config.log_sessions {
+                let cap = refusal.cap.map_or(String::new(), |c| format!(" (cap: {c})"));
+                eprintln!(
+                    "session {peer} train {train}: {} refused: {}{cap}",
+                    params.method,
+                    refusal.reason.describe()
+                );
+            }
+            let retry_after_ms = refusal.retry_after.as_millis().clamp(1, u16::MAX as u128) as u16;
+            Msg::Reject { train, reason: refusal.reason, retry_after_ms, cap: refusal.cap }.encode(out);
+            let _ = sock.send_to(out, peer);
+            true
         }
     }
 }
@@ -865,5 +964,30 @@ mod tests {
         assert_ne!(a.cookie(peer, 1), b.cookie(peer, 1));
         assert!(a.valid(peer, 1, &a.cookie(peer, 1)));
         assert!(!a.valid(peer, 2, &a.cookie(peer, 1)));
+    }
+
+    #[test]
+    fn tokens_are_bound_to_the_address_the_key_and_the_lifetime() {
+        let key = CookieKey::with_key([7; 32]);
+        let life = Duration::from_secs(600);
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        let t = key.token_at(ip, 1_000);
+        // Accepted from issue to the end of its lifetime, on any port of the address.
+        assert!(key.token_valid_at(ip, &t, 1_000, life));
+        assert!(key.token_valid_at(ip, &t, 601_000, life));
+        // Expired one millisecond later; not valid before it was issued.
+        assert!(!key.token_valid_at(ip, &t, 601_001, life));
+        assert!(!key.token_valid_at(ip, &t, 999, life));
+        // Another address (same family, the other family), another key, a changed issue time
+        // (extending a token's life) or a flipped tag bit: refused.
+        assert!(!key.token_valid_at("192.0.2.2".parse().unwrap(), &t, 2_000, life));
+        assert!(!key.token_valid_at("::ffff:192.0.2.1".parse().unwrap(), &t, 2_000, life));
+        assert!(!CookieKey::with_key([8; 32]).token_valid_at(ip, &t, 2_000, life));
+        assert!(!key.token_valid_at(ip, &AddressToken { issued_ms: 500_000, ..t }, 700_000, life));
+        let mut forged = t;
+        forged.tag[15] ^= 1;
+        assert!(!key.token_valid_at(ip, &forged, 2_000, life));
+        // A token is not a cookie: the domain byte separates the two MACs.
+        assert_ne!(t.tag, key.cookie_at(SocketAddr::new(ip, 0), 1_000, 0));
     }
 }

@@ -18,7 +18,18 @@
 //!                                     spacing_err_max_ns u32                 (20 bytes)
 //! type 6 REJECT     server → client   train u32, reason u8, retry_after_ms u16, and when a cap
 //!                                     refused: cap u8 (wire::CapKind), value u64 (11 or 20 bytes)
+//! type 7 TOKEN      server → client   issued_ms u64, tag [16], lifetime_ms u32 (32 bytes)
+//! type 8 TOKEN_START client → server  issued_ms u64, tag [16], nonce u64, train u32, method u8,
+//!                                     spacing_ns u64, step u32, size u16, count u16 (57 bytes)
 //! ```
+//!
+//! **Address-validation tokens** (types 7 and 8, for continuous monitoring; the idea of QUIC's
+//! NEW_TOKEN, RFC 9000 §8.1.3): with every admitted train the server sends a TOKEN, a MAC of the
+//! client's IP address and the token's issue time under the server's secret key. A later
+//! TOKEN_START that echoes a token still within its lifetime gets its train without the
+//! HELLO/CHALLENGE round trip; one with an expired, forged or other address's token is answered
+//! with a CHALLENGE for its nonce (never larger than the TOKEN_START), after which the client
+//! sends an ordinary START.
 //!
 //! The server answers an unverified address only with a CHALLENGE, never larger than the HELLO
 //! that caused it (no amplification); PROBE, END and REJECT go only to an address that echoed a
@@ -37,6 +48,16 @@ pub const END_LEN: usize = 20;
 pub const REJECT_LEN: usize = 11;
 /// A REJECT that names the cap that refused.
 pub const REJECT_CAP_LEN: usize = 20;
+pub const TOKEN_LEN: usize = 32;
+pub const TOKEN_START_LEN: usize = 57;
+
+/// An address-validation token as the client holds and echoes it: the server's issue time (ms
+/// on the server's own clock) and the MAC that binds it to the client's IP address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressToken {
+    pub issued_ms: u64,
+    pub tag: [u8; 16],
+}
 
 /// Why the server refused a train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,6 +228,8 @@ pub enum Msg {
     Probe { train: u32, index: u16, count: u16, send_offset_ns: u64 },
     End { train: u32, sent: u16, late: u16, spacing_err_mean_ns: u32, spacing_err_max_ns: u32 },
     Reject { train: u32, reason: RejectReason, retry_after_ms: u16, cap: Option<Cap> },
+    Token { token: AddressToken, lifetime_ms: u32 },
+    TokenStart { token: AddressToken, nonce: u64, train: u32, params: TrainParams },
 }
 
 /// Why a datagram was not understood.
@@ -238,6 +261,29 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Result<u64, Malformed> {
         Ok(u64::from_be_bytes(self.take()?))
     }
+    fn token(&mut self) -> Result<AddressToken, Malformed> {
+        Ok(AddressToken { issued_ms: self.u64()?, tag: self.take()? })
+    }
+    fn train_params(&mut self) -> Result<TrainParams, Malformed> {
+        let method = match self.u8()? {
+            1 => Method::PathQuick,
+            2 => Method::PathChirp,
+            _ => return Err(Malformed("unknown method")),
+        };
+        Ok(TrainParams { method, spacing: Dur(self.u64()?), step: self.u32()?, size: self.u16()?, count: self.u16()? })
+    }
+}
+
+fn put_train(out: &mut Vec<u8>, train: u32, params: &TrainParams) {
+    out.extend_from_slice(&train.to_be_bytes());
+    out.push(match params.method {
+        Method::PathQuick => 1,
+        Method::PathChirp => 2,
+    });
+    out.extend_from_slice(&params.spacing.0.to_be_bytes());
+    out.extend_from_slice(&params.step.to_be_bytes());
+    out.extend_from_slice(&params.size.to_be_bytes());
+    out.extend_from_slice(&params.count.to_be_bytes());
 }
 
 fn header(out: &mut Vec<u8>, ty: u8) {
@@ -274,14 +320,7 @@ impl Msg {
                 let nonce = r.u64()?;
                 let cookie = r.take()?;
                 let train = r.u32()?;
-                let method = match r.u8()? {
-                    1 => Method::PathQuick,
-                    2 => Method::PathChirp,
-                    _ => return Err(Malformed("unknown method")),
-                };
-                let params =
-                    TrainParams { method, spacing: Dur(r.u64()?), step: r.u32()?, size: r.u16()?, count: r.u16()? };
-                Msg::Start { nonce, cookie, train, params }
+                Msg::Start { nonce, cookie, train, params: r.train_params()? }
             }
             4 => Msg::Probe { train: r.u32()?, index: r.u16()?, count: r.u16()?, send_offset_ns: r.u64()? },
             5 => Msg::End {
@@ -303,6 +342,13 @@ impl Msg {
                     None
                 };
                 Msg::Reject { train, reason, retry_after_ms, cap }
+            }
+            7 => Msg::Token { token: r.token()?, lifetime_ms: r.u32()? },
+            8 => {
+                let token = r.token()?;
+                let nonce = r.u64()?;
+                let train = r.u32()?;
+                Msg::TokenStart { token, nonce, train, params: r.train_params()? }
             }
             _ => return Err(Malformed("unknown message type")),
         };
@@ -331,15 +377,20 @@ impl Msg {
                 header(out, 3);
                 out.extend_from_slice(&nonce.to_be_bytes());
                 out.extend_from_slice(cookie);
-                out.extend_from_slice(&train.to_be_bytes());
-                out.push(match params.method {
-                    Method::PathQuick => 1,
-                    Method::PathChirp => 2,
-                });
-                out.extend_from_slice(&params.spacing.0.to_be_bytes());
-                out.extend_from_slice(&params.step.to_be_bytes());
-                out.extend_from_slice(&params.size.to_be_bytes());
-                out.extend_from_slice(&params.count.to_be_bytes());
+                put_train(out, *train, params);
+            }
+            Msg::Token { token, lifetime_ms } => {
+                header(out, 7);
+                out.extend_from_slice(&token.issued_ms.to_be_bytes());
+                out.extend_from_slice(&token.tag);
+                out.extend_from_slice(&lifetime_ms.to_be_bytes());
+            }
+            Msg::TokenStart { token, nonce, train, params } => {
+                header(out, 8);
+                out.extend_from_slice(&token.issued_ms.to_be_bytes());
+                out.extend_from_slice(&token.tag);
+                out.extend_from_slice(&nonce.to_be_bytes());
+                put_train(out, *train, params);
             }
             Msg::Probe { train, index, count, send_offset_ns } => {
                 header(out, 4);
@@ -433,6 +484,11 @@ mod tests {
                 },
                 REJECT_CAP_LEN,
             ),
+            (Msg::Token { token: AddressToken { issued_ms: 5, tag: [3; 16] }, lifetime_ms: 600_000 }, TOKEN_LEN),
+            (
+                Msg::TokenStart { token: AddressToken { issued_ms: 5, tag: [3; 16] }, nonce: 8, train: 4, params },
+                TOKEN_START_LEN,
+            ),
         ];
         let mut buf = Vec::new();
         for (m, len) in msgs {
@@ -444,6 +500,10 @@ mod tests {
         Msg::Hello { nonce: 1 }.encode(&mut hello);
         Msg::Challenge { nonce: 1, cookie: [0; 16], max_rate_bps: 0, max_packets: 0, max_size: 0 }.encode(&mut buf);
         assert!(buf.len() <= hello.len(), "the challenge must not amplify");
+        let mut token_start = Vec::new();
+        Msg::TokenStart { token: AddressToken { issued_ms: 0, tag: [0; 16] }, nonce: 1, train: 0, params }
+            .encode(&mut token_start);
+        assert!(buf.len() <= token_start.len(), "the retry challenge must not amplify");
         let mut pb = vec![0xffu8; 1500];
         let p = encode_probe(&mut pb, 1472, 3, 4, 28, 99).to_vec();
         assert_eq!(p.len(), 1472);

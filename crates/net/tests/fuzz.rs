@@ -7,7 +7,7 @@
 use headroom_core::abw::Method;
 use headroom_core::units::{Bytes, Dur, Rate};
 use headroom_net::server::check_train;
-use headroom_net::wire::{Cap, CapKind, Msg, RejectReason, TrainParams};
+use headroom_net::wire::{AddressToken, Cap, CapKind, Msg, RejectReason, TrainParams};
 use headroom_net::ServerConfig;
 use proptest::prelude::*;
 
@@ -71,6 +71,13 @@ fn msgs() -> impl Strategy<Value = Msg> {
             reason,
             retry_after_ms,
             cap
+        }),
+        (u64s(), any::<[u8; 16]>(), u32s()).prop_map(|(issued_ms, tag, lifetime_ms)| Msg::Token {
+            token: AddressToken { issued_ms, tag },
+            lifetime_ms
+        }),
+        (u64s(), any::<[u8; 16]>(), u64s(), u32s(), params()).prop_map(|(issued_ms, tag, nonce, train, params)| {
+            Msg::TokenStart { token: AddressToken { issued_ms, tag }, nonce, train, params }
         }),
     ]
 }

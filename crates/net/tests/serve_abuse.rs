@@ -34,15 +34,25 @@ fn handshake(server: SocketAddr, nonce: u64) -> Verified {
     }
 }
 
+/// The first answer other than an address-validation TOKEN (which precedes an admitted train).
+fn answer(sock: &UdpSocket) -> Option<Msg> {
+    let mut buf = [0u8; 2048];
+    loop {
+        let n = sock.recv(&mut buf).ok()?;
+        match Msg::decode(&buf[..n]).ok()? {
+            Msg::Token { .. } => continue,
+            m => return Some(m),
+        }
+    }
+}
+
 /// Sends START and returns the first answer (PROBE, END or REJECT) within `wait`, if any.
 fn start(v: &Verified, train: u32, params: TrainParams, wait: Duration) -> Option<Msg> {
     let mut out = Vec::new();
     Msg::Start { nonce: v.nonce, cookie: v.cookie, train, params }.encode(&mut out);
     v.sock.send(&out).unwrap();
     v.sock.set_read_timeout(Some(wait)).unwrap();
-    let mut buf = [0u8; 2048];
-    let n = v.sock.recv(&mut buf).ok()?;
-    Msg::decode(&buf[..n]).ok()
+    answer(&v.sock)
 }
 
 fn small_train() -> TrainDesign {
@@ -118,9 +128,7 @@ fn total_rate_across_clients_is_capped() {
     }
     let first = |v: &Verified| {
         v.sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-        let mut buf = [0u8; 2048];
-        let n = v.sock.recv(&mut buf).ok()?;
-        Msg::decode(&buf[..n]).ok()
+        answer(&v.sock)
     };
     let answers: Vec<Option<Msg>> = clients.iter().map(first).collect();
     assert!(matches!(answers[0], Some(Msg::Probe { .. })), "{:?}", answers[0]);

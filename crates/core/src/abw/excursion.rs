@@ -95,6 +95,7 @@
 //! - **Smoothing** ([`Smoother`], [`combine`]): the mean of the last `K` per-train values, as
 //!   pathChirp's `num_inst_bw` moving mean; a majority of range results keeps its label.
 
+use super::shaper::ShaperEstimate;
 use super::ProbeRecord;
 use crate::units::{Bytes, Dur, Rate};
 use std::collections::VecDeque;
@@ -122,6 +123,9 @@ pub struct EstimatorConfig {
     /// Refine the knee by fitting the queue growth along the unterminated excursion (see the
     /// module doc). Off by default: neither paper does it.
     pub knee_fit: bool,
+    /// Look for a token-bucket shaper's late knee and report its token rate
+    /// (`super::shaper`). Off by default: neither paper does it.
+    pub detect_shaper: bool,
 }
 
 impl Default for EstimatorConfig {
@@ -134,6 +138,7 @@ impl Default for EstimatorConfig {
             max_reorder_fraction: 0.1,
             size_correction: true,
             knee_fit: false,
+            detect_shaper: false,
         }
     }
 }
@@ -217,6 +222,9 @@ pub struct TrainEstimate {
     pub knee: Option<u32>,
     /// With [`EstimatorConfig::knee_fit`]: the fitted zero-growth rate that replaced the knee's.
     pub knee_fit: Option<Rate>,
+    /// With [`EstimatorConfig::detect_shaper`]: the token-bucket shaper the train revealed
+    /// (`super::shaper`); the outcome is then its token rate.
+    pub shaper: Option<ShaperEstimate>,
     pub excursions: Vec<Excursion>,
     /// Slope removed per byte of packet size, in ns/B (see the module doc).
     pub size_slope_ns_per_byte: f64,
@@ -234,6 +242,7 @@ impl TrainEstimate {
             duplicates: counts.4,
             knee: None,
             knee_fit: None,
+            shaper: None,
             excursions: Vec::new(),
             size_slope_ns_per_byte: 0.0,
         }
@@ -484,34 +493,31 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
             .map(|k| (rate[k], (q[k + 1] - q[k]) / weight[k]))
             .collect();
         if pts.len() >= l_busy.max(3) {
-            // Theil–Sen: median of pairwise slopes, median intercept (robust to the spikes
-            // cross-traffic bursts put into single gaps).
-            let step = pts.len().div_ceil(150);
-            let pts: Vec<(f64, f64)> = pts.into_iter().step_by(step).collect();
-            let mut slopes = Vec::with_capacity(pts.len() * pts.len() / 2);
-            for i in 0..pts.len() {
-                for j in i + 1..pts.len() {
-                    let dx = pts[j].0 - pts[i].0;
-                    if dx > 0.0 {
-                        slopes.push((pts[j].1 - pts[i].1) / dx);
-                    }
-                }
-            }
-            if !slopes.is_empty() {
-                slopes.sort_by(f64::total_cmp);
-                let b = slopes[slopes.len() / 2];
-                let mut icpt: Vec<f64> = pts.iter().map(|p| p.1 - b * p.0).collect();
-                icpt.sort_by(f64::total_cmp);
-                let a = icpt[icpt.len() / 2];
-                let zero = -a / b;
-                if b > 0.0 && zero.is_finite() {
-                    let lowest = rate.iter().cloned().fold(f64::INFINITY, f64::min);
-                    knee_rate = zero.clamp(lowest, rate[l]);
-                    knee_fit = Some(Rate(knee_rate.round() as u64));
-                }
+            // Theil–Sen (robust to the spikes cross-traffic bursts put into single gaps).
+            if let Some(zero) = super::shaper::zero_growth_rate(&pts) {
+                let lowest = rate.iter().cloned().fold(f64::INFINITY, f64::min);
+                knee_rate = zero.clamp(lowest, rate[l]);
+                knee_fit = Some(Rate(knee_rate.round() as u64));
             }
         }
     }
+    // A token-bucket shaper's late knee (super::shaper): its token rate is the answer.
+    let shaper = match knee {
+        Some(k) if cfg.detect_shaper && unterminated.is_some() => {
+            let consecutive: Vec<bool> = (0..gaps).map(|k| rx[k + 1].index == rx[k].index + 1).collect();
+            super::shaper::detect(&super::shaper::Signature {
+                send_ns: &send,
+                q_ns: &q,
+                size: &size,
+                rate: &rate,
+                consecutive: &consecutive,
+                knee: k,
+                floor_ns: floor,
+                min_points: l_busy,
+            })
+        }
+        _ => None,
+    };
     let mut num = 0.0;
     let mut den = 0.0;
     for k in 0..gaps {
@@ -532,6 +538,10 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         Some(_) => Outcome::Estimate(raw),
         None => Outcome::AboveRange { at_least: raw },
     };
+    let outcome = match shaper {
+        Some(sh) => Outcome::Estimate(sh.rate),
+        None => outcome,
+    };
     TrainEstimate {
         outcome,
         probed: (Rate(lo.round() as u64), Rate(hi.round() as u64)),
@@ -542,6 +552,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         duplicates,
         knee: knee.map(|k| rx[k].index),
         knee_fit,
+        shaper,
         excursions,
         size_slope_ns_per_byte: slope,
     }

@@ -45,6 +45,7 @@ pub mod compare;
 pub mod excursion;
 pub mod pathchirp;
 pub mod pathquick;
+pub mod shaper;
 pub mod train;
 
 use crate::units::{Bytes, Dur, Rate, Time};

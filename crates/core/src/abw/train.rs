@@ -44,7 +44,9 @@
 //!      unterminated excursion of at least `L` gaps ([`cut_short`]); otherwise it is
 //!      inconclusive, never an "above range" bound at the rate where the deadline fell. With
 //!      [`JudgePolicy::cut_after_sender`] the deadline also waits for a sender that started
-//!      late or fell behind, as the send times its packets carry show.
+//!      late or fell behind, as the send times its packets carry show, and there is no cut
+//!      before the first packet is in (a train that never comes is judged at the loss
+//!      deadlines).
 //!    - [`JudgeReason::EndOfTrain`]: the end of the train was known `end_grace` ago
 //!      ([`JudgePolicy::end_grace`]), or [`JudgeReason::GaveUp`]: `origin + give_up_after`
 //!      passed. The train is judged whole: packets not in are **lost**. A lost tail is not a
@@ -411,7 +413,10 @@ impl TrainJudge {
         let floor = self.origin + self.policy.cut_after?;
         match (self.policy.cut_after_sender, self.predicted_last_arrival()) {
             (Some(slack), Some(p)) => Some(floor.max(p + slack)),
-            _ => Some(floor),
+            // Following the sender, and nothing of the train is in yet: a sender that has not
+            // started (a loaded server's pacer) is waited for; the loss deadlines still apply.
+            (Some(_), None) => None,
+            (None, _) => Some(floor),
         }
     }
 
@@ -849,7 +854,7 @@ mod tests {
             ..JudgePolicy::socket_receiver(Some(Dur::from_millis(80)), Dur::from_secs(2))
         };
         let mut j = TrainJudge::new(&schedule(), Time::ZERO, policy, EstimatorConfig::default());
-        assert_eq!(j.cut_at(), Some(Time(80 * MS)), "nothing in yet: the floor");
+        assert_eq!(j.cut_at(), None, "nothing in yet: no cut, the sender has not started");
         arrive(&mut j, 0, late(0).0, late(0).1);
         // Packet 0 arrived at 40.004 ms with offset 0: the last (58 ms) is due at 98 ms + 10 ms.
         assert_eq!(j.predicted_last_arrival(), Some(Time(98 * MS + 48 * 80)));
@@ -862,6 +867,13 @@ mod tests {
         arrive_until(&mut j, Time(80 * MS), late);
         assert_eq!(j.judgement().unwrap().reason, JudgeReason::Cut);
         assert!(matches!(j.verdict().unwrap().estimate.outcome, Outcome::Inconclusive { .. }));
+        // A sender that starts after the floor (120 ms late): before, the judge was cut with
+        // nothing in (a silent train, reported as a timeout); now it waits for the train.
+        let very_late = |_: usize| (Dur::from_millis(120), Dur::ZERO);
+        let mut j = TrainJudge::new(&schedule(), Time::ZERO, policy, EstimatorConfig::default());
+        assert_eq!(j.poll(Time(100 * MS)), Poll::Wait { until: Some(Time(2_000 * MS)) });
+        arrive_until(&mut j, Time(300 * MS), very_late);
+        assert_eq!(j.verdict().unwrap().judgement.reason, JudgeReason::AllReceived);
     }
 
     #[test]
