@@ -18,6 +18,10 @@ command -v bpftool >/dev/null 2>&1 || [ -x /usr/sbin/bpftool ] || need_apt+=(bpf
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# The report test opens `reproduce --report`'s report.html headless in Chromium; the crosscheck
+# can turn the namespaces' offloads off with ethtool.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || need_apt+=(ethtool)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         export DEBIAN_FRONTEND=noninteractive
