@@ -128,11 +128,7 @@ fn fig15(dir: &Path) -> Result<String> {
         title: "ImTCP Fig. 15: window over time, 500 Mbit/s, 100 ms".into(),
         x_label: "time (s)".into(),
         y_label: "congestion window (segments)".into(),
-        series: who
-            .iter()
-            .zip(&runs)
-            .map(|(c, r)| Series::line(c.label, r.cwnd.clone()))
-            .collect(),
+        series: who.iter().zip(&runs).map(|(c, r)| Series::line(c.label, r.cwnd.clone())).collect(),
         ..Default::default()
     };
     std::fs::write(dir.join("fig15.svg"), chart.to_svg())?;
