@@ -348,6 +348,20 @@ fn rewrite_name(data: &mut [u8], old: &str, new: &str) -> Result<(), String> {
 
 /// Registers `c` with the kernel.
 pub fn load(c: Controller, opts: &LoadOptions) -> Result<Registered, LoadError> {
+    load_object(c, c.object(), c.name(), opts)
+}
+
+/// Registers the `tcp_congestion_ops` named `object_name` of the compiled struct_ops `object`
+/// as [`load`] does with headroom's own (`c` labels the result and the errors). Public for the
+/// tests of the loader's error paths: a deliberately invalid object must come back as
+/// [`LoadError::Verifier`] with the verifier's log.
+#[doc(hidden)]
+pub fn load_object(
+    c: Controller,
+    object: &[u8],
+    object_name: &str,
+    opts: &LoadOptions,
+) -> Result<Registered, LoadError> {
     let name = opts.name.clone().unwrap_or_else(|| c.name().to_owned());
     if !valid_name(&name) {
         return Err(LoadError::BadName(name));
@@ -365,7 +379,7 @@ pub fn load(c: Controller, opts: &LoadOptions) -> Result<Registered, LoadError> 
     let _guard = LOAD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
     let previous = libbpf_rs::set_print(Some((PrintLevel::Info, collect_log)));
-    let result = open_load_attach(c, &name, opts);
+    let result = open_load_attach(c, object, object_name, &name, opts);
     libbpf_rs::set_print(previous);
     let log = std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner())).concat();
     result.map_err(|(stage, e)| classify(c, &name, stage, e, log))
@@ -378,14 +392,20 @@ enum Stage {
     Attach,
 }
 
-fn open_load_attach(c: Controller, name: &str, opts: &LoadOptions) -> Result<Registered, (Stage, String)> {
+fn open_load_attach(
+    c: Controller,
+    object: &[u8],
+    object_name: &str,
+    name: &str,
+    opts: &LoadOptions,
+) -> Result<Registered, (Stage, String)> {
     let err = |s: Stage| move |e: libbpf_rs::Error| (s, format!("{e:#}"));
-    let mut open = ObjectBuilder::default().open_memory(c.object()).map_err(err(Stage::Open))?;
+    let mut open = ObjectBuilder::default().open_memory(object).map_err(err(Stage::Open))?;
     let target_us = ledbat_target_us(c, opts).map_err(|e| (Stage::Open, e))?;
     for mut m in open.maps_mut() {
         if m.map_type() == MapType::StructOps {
             let data = m.initial_value_mut().ok_or((Stage::Open, "struct_ops map without data".to_owned()))?;
-            rewrite_name(data, c.name(), name).map_err(|e| (Stage::Open, e))?;
+            rewrite_name(data, object_name, name).map_err(|e| (Stage::Open, e))?;
         } else if m.name().to_string_lossy().ends_with(".rodata") {
             if let Some(us) = target_us {
                 // ledbat.bpf.c's only read-only global: `const volatile __u32 ledbat_target_us`.
@@ -427,14 +447,16 @@ fn ledbat_target_us(c: Controller, opts: &LoadOptions) -> Result<Option<u32>, St
 
 fn classify(c: Controller, name: &str, stage: Stage, e: String, log: String) -> LoadError {
     let lower = e.to_lowercase();
+    // First: the verifier refuses an invalid access with EACCES ("Permission denied"), which
+    // is not a missing privilege (`load` has checked for root already).
+    if stage == Stage::Load && (log.contains("PROG LOAD LOG") || log.contains("verifier")) {
+        return LoadError::Verifier { controller: c, log };
+    }
     if lower.contains("permission") || lower.contains("operation not permitted") {
         return LoadError::NotRoot;
     }
     if stage == Stage::Attach && (lower.contains("file exists") || lower.contains("already exists")) {
         return LoadError::AlreadyRegistered(name.to_owned());
-    }
-    if stage == Stage::Load && (log.contains("PROG LOAD LOG") || log.contains("verifier")) {
-        return LoadError::Verifier { controller: c, log };
     }
     LoadError::Other(format!("loading {c} as {name:?}: {e}\n{log}"))
 }

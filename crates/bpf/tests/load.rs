@@ -129,3 +129,48 @@ fn load_unload_leaves_available_list_unchanged_and_sockets_select_each_by_name()
     assert_eq!(sysctl_available(), before);
     assert_eq!(std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap(), default_before);
 }
+
+/// `bpf/tests/rejected.bpf.c` compiled with clang as build.rs compiles the controllers (the
+/// build script's `vmlinux.h`, libbpf's headers).
+fn rejected_object() -> Vec<u8> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::env::temp_dir().join(format!("headroom-rejected-{}.bpf.o", std::process::id()));
+    let include = std::env::var("HEADROOM_BPF_INCLUDE").unwrap_or_else(|_| "/usr/include".into());
+    let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    let o = std::process::Command::new(&clang)
+        .args(["-g", "-O2", "-target", "bpf", "-D__TARGET_ARCH_x86", "-I"])
+        .arg(concat!(env!("OUT_DIR"), "/vmlinux"))
+        .arg("-I")
+        .arg(&include)
+        .arg("-I")
+        .arg(root.join("bpf"))
+        .arg("-c")
+        .arg(root.join("bpf/tests/rejected.bpf.c"))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("running {clang}: {e}"));
+    assert!(o.status.success(), "clang: {}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    bytes
+}
+
+#[test]
+fn a_verifier_rejection_is_reported_with_the_verifiers_log_and_registers_nothing() {
+    if !can_run() {
+        return;
+    }
+    let before = sysctl_available();
+    let name = unique_name(Controller::Becc);
+    let opts = LoadOptions { name: Some(name.clone()), ..LoadOptions::default() };
+    let e = headroom_bpf::load_object(Controller::Becc, &rejected_object(), "hr_rejected", &opts)
+        .expect_err("the verifier must refuse a write to tcp_sock.srtt_us");
+    let LoadError::Verifier { ref log, .. } = e else { panic!("expected a verifier rejection, got: {e}") };
+    assert!(log.contains("PROG LOAD LOG"), "the verifier's log is missing:\n{log}");
+    assert!(log.contains("hr_rejected_cong_avoid"), "the log names the refused program:\n{log}");
+    assert!(log.contains("no write support to tcp_sock"), "the log says why:\n{log}");
+    assert!(e.to_string().contains("verifier rejected"), "{e}");
+    assert!(!available().unwrap().contains(&name), "{name} registered despite the rejection");
+    assert_eq!(sysctl_available(), before, "the kernel's list changed");
+}
