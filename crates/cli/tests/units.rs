@@ -34,9 +34,29 @@ fn every_scenario_file_loads() {
     files.sort();
     let (mut sim, mut testbed, mut sweep_values) = (0, 0, 0);
     for f in &files {
-        if f.parent().unwrap().ends_with("testbed") {
-            headroom_testbed::Scenario::load(f).unwrap_or_else(|e| panic!("{}: {e:#}", f.display()));
+        let dir = f.parent().unwrap();
+        // Testbed files (dumbbells and chains; crosscheck runs dumbbell testbed files).
+        if dir.ends_with("testbed") || dir.ends_with("crosscheck") {
+            let text = std::fs::read_to_string(f).unwrap();
+            if headroom_testbed::chain::ChainScenario::is_chain(&text) {
+                headroom_testbed::chain::ChainScenario::load(f).unwrap_or_else(|e| panic!("{}: {e:#}", f.display()));
+            } else {
+                headroom_testbed::Scenario::load(f).unwrap_or_else(|e| panic!("{}: {e:#}", f.display()));
+            }
             testbed += 1;
+            continue;
+        }
+        // The overlay experiments' set-ups (not simulator scenarios: the overlay engine's own).
+        if dir.ends_with("overlay") {
+            use headroom_sim::overlay::experiments::{Fig3Setup, WebSetup};
+            let text = std::fs::read_to_string(f).unwrap();
+            let origin = f.display().to_string();
+            let parsed = if f.ends_with("fig3.toml") {
+                Fig3Setup::parse(&text, &origin).map(|_| ())
+            } else {
+                WebSetup::parse(&text, &origin).map(|_| ())
+            };
+            parsed.unwrap_or_else(|e| panic!("{e}"));
             continue;
         }
         let sc = headroom_sim::Scenario::load(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
