@@ -71,6 +71,11 @@ pub struct ProbeArgs {
     /// token-bucket rate limiters).
     #[arg(long)]
     pub knee_fit: bool,
+    /// Look for a token-bucket shaper in each train (a late knee, then queue growth at the
+    /// token rate) and report the token rate and burst (`headroom_core::abw::shaper`). Off by
+    /// default: on a FIFO with bursty cross traffic it can read a shaper that is not there.
+    #[arg(long)]
+    pub detect_shaper: bool,
     /// pathChirp's decrease factor F for the excursion segmentation. Default: 5 for PathQuick
     /// (reads its ramp without the upward lag of the papers' 1.5; docs/pathquick.md), 1.5 for
     /// pathChirp.
@@ -261,6 +266,7 @@ pub(crate) fn probe_options(a: &ProbeArgs) -> EstimateOptions {
     EstimateOptions {
         estimator: EstimatorConfig {
             knee_fit: a.knee_fit,
+            detect_shaper: a.detect_shaper,
             decrease_factor: a.decrease_factor.unwrap_or(opts.estimator.decrease_factor),
             busy_period: a.busy_period as usize,
             ..opts.estimator

@@ -209,6 +209,11 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
             if a.knee_fit {
                 opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
             }
+            // Shaper detection where a shaper is emulated (it is opt-in: see
+            // `EstimateOptions::for_method`).
+            if a.shaper_burst.is_some() {
+                opts.estimator = EstimatorConfig { detect_shaper: true, ..opts.estimator };
+            }
             let realtime = !a.no_realtime;
             let estimator = opts.estimator;
             let called = std::time::Instant::now();

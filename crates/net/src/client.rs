@@ -74,8 +74,11 @@ impl EstimateOptions {
     ///   median error on the testbed under 3, 6 and 9 Mbit/s of cross traffic was +1.18,
     ///   +1.68 and +1.83 Mbit/s with pathChirp's 1.5 and +0.72, +0.78 and +0.97 with 5.
     ///   pathChirp, the baseline, keeps its own 1.5.
-    /// - Token-bucket shapers are looked for (`headroom_core::abw::shaper`): a late knee with
-    ///   the queue then growing at a lower rate reads as that rate, with the burst as extra output.
+    /// - Token-bucket shapers are not looked for by default (`detect_shaper`, opt-in with
+    ///   `headroom probe --detect-shaper`): on the 12 Mbit/s testbed FIFO with 6 Mbit/s of
+    ///   Poisson cross traffic the detector read a shaper in 4 of 9 trains and reported its
+    ///   fitted rate (1.8–3.8 Mbit/s) as the available bandwidth, which failed the issue-4 goal
+    ///   (median error −1.9 Mbit/s against ±1.5) in two runs of the test suite.
     pub fn for_method(method: Method) -> EstimateOptions {
         EstimateOptions {
             method,
@@ -92,7 +95,6 @@ impl EstimateOptions {
                     Method::PathQuick => RAMP_DECREASE_FACTOR,
                     Method::PathChirp => EstimatorConfig::default().decrease_factor,
                 },
-                detect_shaper: true,
                 ..EstimatorConfig::default()
             },
             judge_slack: Some(Duration::from_millis(10)),
