@@ -291,6 +291,13 @@ fn bottleneck_rate(a: &ProbeBenchArgs) -> Rate {
 }
 
 /// With a shaper: per method, how many estimates reported it and the median rate and burst.
+/// The rows of one cross-traffic level and method, judged with the method's own decrease factor
+/// (PathQuick's [`RAMP_DECREASE_FACTOR`], pathChirp's 1.5).
+fn rows_at(rows: &[BenchRow], cross: Rate, method: Method) -> Vec<&BenchRow> {
+    let f = if method == Method::PathQuick { RAMP_DECREASE_FACTOR } else { DECREASE_FACTORS[0] };
+    rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect()
+}
+
 fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     let mut s = String::new();
     let (Some(burst), rate) = (a.shaper_burst, bottleneck_rate(a)) else { return s };
@@ -301,9 +308,7 @@ fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     );
     for &cross in &a.levels {
         for method in [Method::PathQuick, Method::PathChirp] {
-            let f = if method == Method::PathQuick { RAMP_DECREASE_FACTOR } else { DECREASE_FACTORS[0] };
-            let of: Vec<&BenchRow> =
-                rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect();
+            let of = rows_at(rows, cross, method);
             if of.is_empty() {
                 continue;
             }
@@ -479,9 +484,7 @@ fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     for &cross in &a.levels {
         let truth = (cap - cross.as_mbps()).max(0.0);
         for method in [Method::PathQuick, Method::PathChirp] {
-            let f = if method == Method::PathQuick { RAMP_DECREASE_FACTOR } else { DECREASE_FACTORS[0] };
-            let of: Vec<&BenchRow> =
-                rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect();
+            let of = rows_at(rows, cross, method);
             if of.is_empty() {
                 continue;
             }

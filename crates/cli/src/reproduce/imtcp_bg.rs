@@ -16,7 +16,7 @@ use headroom_sim::scenario::{CcKind, ImtcpSpec};
 use headroom_sim::world::{FlowKind, Metric};
 use headroom_sim::{Report, Scenario, World};
 
-use super::{series_of, Experiment};
+use super::{holds, series_of, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
@@ -273,13 +273,13 @@ fn fig3(dir: &Path) -> Result<String> {
         let _ = writeln!(
             s,
             "  Reno hurts the web traffic (page time > 1.2 x no background): {}",
-            verdict(mean_ratio(&reno) > 1.2)
+            holds(mean_ratio(&reno) > 1.2)
         );
-        let _ = writeln!(s, "  Reno takes more than the available bandwidth: {}", verdict(mean_share(&reno) > 1.0));
+        let _ = writeln!(s, "  Reno takes more than the available bandwidth: {}", holds(mean_share(&reno) > 1.0));
         let _ = writeln!(
             s,
             "  ImTCP-bg leaves the web traffic alone (page time within 10 %): {}",
-            verdict(mean_ratio(&bg) < 1.1)
+            holds(mean_ratio(&bg) < 1.1)
         );
         let others: Vec<f64> =
             sw.rows.iter().filter(|r| r.0 != "reno" && r.0 != "imtcp-bg").map(|r| mean_share(&r.1)).collect();
@@ -287,19 +287,11 @@ fn fig3(dir: &Path) -> Result<String> {
         let _ = writeln!(
             s,
             "  ImTCP-bg is the closest of the background controllers to the available bandwidth: {}{}",
-            verdict(closest),
+            holds(closest),
             if others.is_empty() { " (no peers in this build)" } else { "" }
         );
     }
     Ok(s)
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "yes"
-    } else {
-        "NO"
-    }
 }
 
 fn fig5(dir: &Path) -> Result<String> {
@@ -381,24 +373,23 @@ fn fig5(dir: &Path) -> Result<String> {
     if let (Some(reno), Some(d15), Some(d12)) = (get("reno"), get("imtcp-bg (delta 1.5)"), get("imtcp-bg (delta 1.2)"))
     {
         let _ = writeln!(s, "claims:");
-        let _ =
-            writeln!(s, "  Reno builds the longest queue of all: {}", verdict(summary.iter().all(|x| x.1 <= reno.1)));
+        let _ = writeln!(s, "  Reno builds the longest queue of all: {}", holds(summary.iter().all(|x| x.1 <= reno.1)));
         let _ = writeln!(
             s,
             "  ImTCP-bg is fair among flows (Jain >= 0.9 in every phase, delta 1.5): {}",
-            verdict(d15.3.iter().all(|&j| j >= 0.9))
+            holds(d15.3.iter().all(|&j| j >= 0.9))
         );
         let _ = writeln!(
             s,
             "  delta 1.2 keeps a shorter queue than 1.5: {} ({:.1} vs {:.1} pkts)",
-            verdict(d12.1 < d15.1),
+            holds(d12.1 < d15.1),
             d12.1,
             d15.1
         );
         let _ = writeln!(
             s,
             "  ...and uses less bandwidth with one flow: {} ({:.1} vs {:.1} Mbit/s)",
-            verdict(d12.2[0] < d15.2[0]),
+            holds(d12.2[0] < d15.2[0]),
             d12.2[0],
             d15.2[0]
         );
@@ -406,7 +397,7 @@ fn fig5(dir: &Path) -> Result<String> {
         let _ = writeln!(
             s,
             "  ImTCP-bg (1.5) varies least among the background controllers: {}",
-            verdict(bgs.iter().all(|x| d15.4 <= x.4))
+            holds(bgs.iter().all(|x| d15.4 <= x.4))
         );
     }
     Ok(s)
@@ -477,7 +468,7 @@ fn fig14(dir: &Path) -> Result<String> {
     let _ = writeln!(
         s,
         "  throughput {ratio:.0} % of Reno's (paper ~72 %): within 60-85 %: {}",
-        verdict((60.0..=85.0).contains(&ratio))
+        holds((60.0..=85.0).contains(&ratio))
     );
     let _ = writeln!(
         s,
@@ -485,7 +476,7 @@ fn fig14(dir: &Path) -> Result<String> {
         page(3),
         page(1),
         page(0),
-        verdict((page(3) - page(0)).abs() < (page(1) - page(0)).abs())
+        holds((page(3) - page(0)).abs() < (page(1) - page(0)).abs())
     );
     Ok(s)
 }

@@ -19,7 +19,7 @@ use headroom_sim::scenario::CcKind;
 use headroom_sim::world::Metric;
 use headroom_sim::Scenario;
 
-use super::{only, par_map, run_world, series_of, Base, Experiment};
+use super::{holds, only, par_map, run_world, series_of, Base, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
@@ -59,14 +59,6 @@ fn with_controller(base: &Base, cc: CcKind, edit: impl FnOnce(&mut Scenario)) ->
         edit(sc);
         Ok(())
     })
-}
-
-fn yes_no(ok: bool) -> &'static str {
-    if ok {
-        "yes"
-    } else {
-        "NO"
-    }
 }
 
 /// What Fig. 15 takes from one run.
@@ -112,12 +104,15 @@ fn fig15(dir: &Path) -> Result<String> {
         |r: &WindowRun| r.throughput.iter().find(|p| p.1 >= 0.9 * link_mbps).map(|p| p.0).unwrap_or(f64::INFINITY);
     for (c, r) in who.iter().zip(&runs) {
         let max_cwnd = r.cwnd.iter().map(|p| p.1).fold(0.0, f64::max);
-        let fill = fill_time(r);
-        let fill_text = if fill.is_finite() { format!("{fill:.1} s") } else { "never".to_string() };
         let _ = writeln!(
             s,
             "{:<18} {:>8.1} {:>8} {:>8} {:>10.0} {:>14}",
-            c.label, r.mbps, r.drops, r.timeouts, max_cwnd, fill_text
+            c.label,
+            r.mbps,
+            r.drops,
+            r.timeouts,
+            max_cwnd,
+            seconds(fill_time(r))
         );
         for ((t, w), (_, x)) in r.cwnd.iter().zip(&r.throughput) {
             let _ = writeln!(csv, "{},{t:.1},{w:.1},{x:.3}", c.label);
@@ -142,7 +137,7 @@ fn fig15(dir: &Path) -> Result<String> {
         full.mbps,
         hs.mbps,
         reno.mbps,
-        yes_no(full.mbps > hs.mbps && full.mbps > reno.mbps)
+        holds(full.mbps > hs.mbps && full.mbps > reno.mbps)
     );
     let _ = writeln!(
         s,
@@ -150,14 +145,14 @@ fn fig15(dir: &Path) -> Result<String> {
         seconds(fill_time(reno)),
         seconds(fill_time(hs)),
         seconds(fill_time(full)),
-        yes_no(fill_time(reno) > fill_time(hs) && fill_time(reno) > fill_time(full))
+        holds(fill_time(reno) > fill_time(hs) && fill_time(reno) > fill_time(full))
     );
     let _ = writeln!(
         s,
         "  HSTCP loses more packets than full-speed ImTCP ({} vs {} drops): {}",
         hs.drops,
         full.drops,
-        yes_no(hs.drops > full.drops)
+        holds(hs.drops > full.drops)
     );
     Ok(s)
 }
@@ -251,7 +246,7 @@ fn fig16(dir: &Path) -> Result<String> {
         mean[0][top],
         mean[1][top],
         mean[2][top],
-        yes_no(beats(top))
+        holds(beats(top))
     );
     match from {
         Some(li) => {
@@ -267,7 +262,7 @@ fn fig16(dir: &Path) -> Result<String> {
         "  without loss full-speed within 5 % of Reno ({:.3} vs {:.3} Mbit/s): {}",
         mean[0][0],
         mean[2][0],
-        yes_no(lossless <= 0.05)
+        holds(lossless <= 0.05)
     );
     Ok(s)
 }

@@ -202,6 +202,15 @@ pub fn series_of(w: &World, name: &str, metric: Metric, scale: f64) -> Vec<(f64,
         .collect()
 }
 
+/// A claim line's verdict: "yes" when it holds, "NO" (visible in a column of yeses) when not.
+pub fn holds(ok: bool) -> &'static str {
+    if ok {
+        "yes"
+    } else {
+        "NO"
+    }
+}
+
 pub fn mean_between(points: &[(f64, f64)], a: f64, b: f64) -> f64 {
     let v: Vec<f64> = points.iter().filter(|p| p.0 > a && p.0 <= b).map(|p| p.1).collect();
     v.iter().sum::<f64>() / v.len().max(1) as f64

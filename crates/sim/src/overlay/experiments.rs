@@ -59,11 +59,6 @@ impl Fig3Setup {
         Ok(f)
     }
 
-    /// The embedded file (checked by the tests, so it parses).
-    pub fn embedded() -> Fig3Setup {
-        Fig3Setup::parse(FIG3_FILE, "scenarios/overlay/fig3.toml").expect("the embedded Fig. 3 file is valid")
-    }
-
     /// The path at one grid point, Case 2 (`split`) or Case 1.
     pub fn point(&self, p_lan2: f64, d_lan2: Dur, split: bool) -> ChainParams {
         let mut c = self.path.clone();

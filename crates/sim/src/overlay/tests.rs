@@ -102,7 +102,8 @@ fn a_syn_costs_the_proxy_cpu_ten_packets() {
 fn case_1_in_the_simulator_is_within_25_percent_of_padhye_on_part_of_the_fig3_grid() {
     // A subset of the grid (the whole grid is `headroom reproduce overlay-fig3`; there the point
     // P_LAN2 0.001, D_LAN2 100 ms is outside 25 %: see docs/results.md).
-    let mut setup = super::experiments::Fig3Setup::embedded();
+    use super::experiments::{Fig3Setup, FIG3_FILE};
+    let mut setup = Fig3Setup::parse(FIG3_FILE, "scenarios/overlay/fig3.toml").unwrap();
     setup.duration = Dur::from_secs(60);
     for (p, d) in [(0.005, 5), (0.02, 20), (0.05, 50), (0.01, 100)] {
         let x = super::experiments::fig3_point(&setup, p, Dur::from_millis(d));
