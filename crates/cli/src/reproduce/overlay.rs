@@ -225,6 +225,14 @@ fn web_run(dir: &Path, tag: &str, title: &str, p: &WebProxyParams) -> Result<(Cu
     Ok((c, s))
 }
 
+/// Runs several policies' web runs on rayon's pool ([`par_map`]; each run is independent and
+/// deterministic, so the outputs do not depend on the thread count) and returns their results in
+/// the order given.
+fn web_runs(dir: &Path, runs: &[(String, String, WebProxyParams)]) -> Result<Vec<(Curves, String)>> {
+    let mut out = par_map(runs, |(tag, title, p)| web_run(dir, tag, title, p))?;
+    runs.iter().map(|_| out.take()).collect()
+}
+
 /// "split slower" / "split faster" from the medians.
 fn verdict(c: &Curves) -> &'static str {
     match (q(&c.split, 0.5), q(&c.nonsplit, 0.5)) {
@@ -250,8 +258,8 @@ fn overlay_fig5_7(dir: &Path) -> Result<String> {
         ("fig6-policy-b", "Fig. 6: policy B (>= 2000 bytes)", PolicyChoice::LargeDocuments, "split slower"),
         ("fig7-policy-c", "Fig. 7: policy C (L(T) < 0.9/t)", PolicyChoice::LowLoad, "split faster"),
     ];
-    for (tag, title, pol, paper) in runs {
-        let (c, lines) = web_run(dir, tag, title, &setup.fig5_7(pol))?;
+    let jobs: Vec<_> = runs.iter().map(|&(tag, title, pol, _)| (tag.into(), title.into(), setup.fig5_7(pol))).collect();
+    for ((tag, _, _, paper), (c, lines)) in runs.iter().zip(web_runs(dir, &jobs)?) {
         s.push_str(&lines);
         if !paper.is_empty() {
             writeln!(s, "{tag}: paper: {paper} than non-split; ours: {}", verdict(&c))?;
@@ -268,9 +276,12 @@ fn advantage(c: &Curves) -> Option<f64> {
 fn overlay_fig8(dir: &Path) -> Result<String> {
     let mut s = String::new();
     let setup = web_setup()?;
-    let (c7, l7) = web_run(dir, "fig7-policy-c", "Fig. 7: policy C, D = 5 ms", &setup.fig5_7(PolicyChoice::LowLoad))?;
-    let (c8, l8) =
-        web_run(dir, "fig8-policy-c", "Fig. 8: policy C, D = 30 ms, 1 % loss", &setup.fig8(PolicyChoice::LowLoad))?;
+    let jobs = [
+        ("fig7-policy-c".into(), "Fig. 7: policy C, D = 5 ms".into(), setup.fig5_7(PolicyChoice::LowLoad)),
+        ("fig8-policy-c".into(), "Fig. 8: policy C, D = 30 ms, 1 % loss".into(), setup.fig8(PolicyChoice::LowLoad)),
+    ];
+    let [(c7, l7), (c8, l8)]: [(Curves, String); 2] =
+        web_runs(dir, &jobs)?.try_into().map_err(|_| anyhow::anyhow!("internal: two runs expected"))?;
     s.push_str(&l7);
     s.push_str(&l8);
     let f = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.2}"));
