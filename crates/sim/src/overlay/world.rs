@@ -104,6 +104,9 @@ pub struct OverlayConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowRecord {
     pub class: FlowClass,
+    /// The SURGE client that fetched it (web transfers; its `k`-th record is its `k`-th file,
+    /// the same file in every run of one seed, so runs can be compared transfer by transfer).
+    pub web_client: Option<u32>,
     pub size: u64,
     /// Did the first proxy on the path split it?
     pub split: bool,
@@ -512,6 +515,7 @@ impl OverlayWorld {
                 };
                 FlowRecord {
                     class: f.spec.class,
+                    web_client: f.web_client,
                     size: f.spec.size,
                     split: f.split.unwrap_or(false),
                     start: f.spec.start,
