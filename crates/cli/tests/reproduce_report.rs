@@ -8,31 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn run(out: &Path, threads: &str, names: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .args(["reproduce", "--report", "--out", out.to_str().unwrap()])
-        .args(names)
-        .env("RAYON_NUM_THREADS", threads)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
+    let args = [&["reproduce", "--report", "--out", out.to_str().unwrap()], names].concat();
+    common::headroom(&args, threads)
 }
+
+mod common;
 
 /// Every file below `dir` (relative path -> bytes), the report's own files left out.
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if !p.file_name().unwrap().to_string_lossy().starts_with("report.") {
-                out.insert(p.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
+    common::files(dir, |name| !name.starts_with("report."))
 }
 
 /// The numbers of the report's claim rows for `quantity` (the `headroom` column of report.md).

@@ -68,7 +68,7 @@ fn peers() -> Vec<Bg> {
 
 /// Sets every bulk flow's controller; an ImTCP-based one gets ImTCP's buffer bounded by the
 /// 100 Mbit/s access link (as `scenarios/imtcp/web.toml`).
-fn set_background(sc: &mut Scenario, cc: CcKind) {
+pub(crate) fn set_background(sc: &mut Scenario, cc: CcKind) {
     for t in &mut sc.tcp {
         t.cc = cc;
         if cc.needs_inline_measurement() {
@@ -148,19 +148,19 @@ fn web_of(r: &Report) -> &headroom_sim::world::FlowStats {
     r.flows.iter().find(|f| f.kind == FlowKind::Web).expect("the scenarios have web traffic")
 }
 
-fn mean_page_time(r: &Report) -> f64 {
+pub(crate) fn mean_page_time(r: &Report) -> f64 {
     let t: Vec<f64> = web_of(r).page_times.iter().map(|p| p.1.as_secs_f64()).collect();
     stats::mean(&t).unwrap_or(f64::NAN)
 }
 
 /// Payload bit rate the bottleneck leaves unused (Mbit/s): (1 − utilisation) × capacity × 1460/1500
 /// (the background flow's segments carry 1460 payload bytes in 1500 on the wire).
-fn available(r: &Report) -> f64 {
+pub(crate) fn available(r: &Report) -> f64 {
     let l = r.links.iter().find(|l| l.name == "r1->r2").expect("bottleneck r1->r2");
     (1.0 - l.utilisation) * l.rate_mbps * 1460.0 / 1500.0
 }
 
-fn bg_mbps(r: &Report) -> f64 {
+pub(crate) fn bg_mbps(r: &Report) -> f64 {
     r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).fold(0.0, |a, f| a + f.throughput_mbps)
 }
 

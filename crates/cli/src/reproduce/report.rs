@@ -691,43 +691,83 @@ fn figures(dir: &Path) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// What a report page says around its sections: `reproduce --report` and `headroom demo` share
+/// the writer and differ in these.
+pub struct Page {
+    pub title: &'static str,
+    /// A paragraph under the title (plain text).
+    pub intro: &'static str,
+    /// The command that reruns one section, from its experiment's name.
+    pub command: fn(&str) -> String,
+    /// The heading a section is grouped under, from its experiment's name.
+    pub heading: fn(&str) -> &'static str,
+    /// Print each section's wall time and output directory (not byte-reproducible, so the
+    /// demo, whose report is compared byte for byte, leaves them out).
+    pub wall_time: bool,
+}
+
+/// The reproductions' page.
+pub const REPRODUCTIONS: Page = Page {
+    title: "headroom: reproductions",
+    intro: "Verdicts: matches = within the stated relative tolerance of the paper's number; qualitatively = within a factor of two; differs = further off.",
+    command: reproduce_command,
+    heading: paper_of,
+    wall_time: true,
+};
+
+fn reproduce_command(name: &str) -> String {
+    format!("headroom reproduce {name}")
+}
+
 /// Writes `report.md` and `report.html` into `out` for the experiments run; returns the HTML path.
 pub fn write(out: &Path, runs: &[(&Experiment, &Outcome)]) -> Result<std::path::PathBuf> {
-    let mut md = String::from("# headroom: reproductions\n\n");
-    let mut html = String::from(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>headroom: reproductions</title>\n\
-         <style>body{font-family:sans-serif;max-width:1000px;margin:auto}pre{background:#f4f4f4;padding:6px;overflow-x:auto}\
-         table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}.matches{background:#dfd}\
-         .qualitatively{background:#ffd}.differs{background:#fdd}</style></head><body>\n<h1>headroom: reproductions</h1>\n",
+    write_page(out, &REPRODUCTIONS, runs)
+}
+
+/// Writes `report.md` and `report.html` of `page` into `out`; returns the HTML path.
+pub fn write_page(out: &Path, page: &Page, runs: &[(&Experiment, &Outcome)]) -> Result<std::path::PathBuf> {
+    let mut md = format!("# {}\n\n{}\n\n", page.title, page.intro);
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{0}</title>\n\
+         <style>body{{font-family:sans-serif;max-width:1000px;margin:auto}}pre{{background:#f4f4f4;padding:6px;overflow-x:auto}}\
+         table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px}}.matches{{background:#dfd}}\
+         .qualitatively{{background:#ffd}}.differs{{background:#fdd}}</style></head><body>\n<h1>{0}</h1>\n<p>{1}</p>\n",
+        esc(page.title),
+        esc(page.intro)
     );
-    let _ = writeln!(
-        md,
-        "Verdicts: *matches* = within the stated relative tolerance of the paper's number; *qualitatively* = within a factor of two; *differs* = further off.\n"
-    );
-    html.push_str("<p>Verdicts: <em>matches</em> = within the stated relative tolerance of the paper's number; <em>qualitatively</em> = within a factor of two; <em>differs</em> = further off.</p>\n");
-    let mut last_paper = "";
+    let mut last_heading = "";
     for (e, o) in runs {
-        let paper = paper_of(e.name);
-        if paper != last_paper {
-            let _ = writeln!(md, "## {paper}\n");
-            let _ = writeln!(html, "<h2>{}</h2>", esc(paper));
-            last_paper = paper;
+        let heading = (page.heading)(e.name);
+        if heading != last_heading {
+            let _ = writeln!(md, "## {heading}\n");
+            let _ = writeln!(html, "<h2>{}</h2>", esc(heading));
+            last_heading = heading;
         }
+        let command = (page.command)(e.name);
         let _ = writeln!(md, "### {}\n\n{}\n", e.name, e.about);
-        let _ = writeln!(
-            md,
-            "Command: `headroom reproduce {}`; wall time {:.1} s; files in `{}`.\n",
-            e.name,
-            o.wall.as_secs_f64(),
-            o.dir.display()
-        );
         let _ = writeln!(html, "<h3 id=\"{0}\">{0}</h3>\n<p>{1}</p>", esc(e.name), esc(e.about));
-        let _ = writeln!(
-            html,
-            "<p>Command: <code>headroom reproduce {}</code>; wall time {:.1} s.</p>",
-            esc(e.name),
-            o.wall.as_secs_f64()
-        );
+        if page.wall_time {
+            let _ = writeln!(
+                md,
+                "Command: `{command}`; wall time {:.1} s; files in `{}`.\n",
+                o.wall.as_secs_f64(),
+                o.dir.display()
+            );
+            let _ = writeln!(
+                html,
+                "<p>Command: <code>{}</code>; wall time {:.1} s.</p>",
+                esc(&command),
+                o.wall.as_secs_f64()
+            );
+        } else {
+            let _ = writeln!(md, "Command: `{command}`; files in `{}/`.\n", e.name);
+            let _ = writeln!(
+                html,
+                "<p>Command: <code>{}</code>; files in <code>{}/</code>.</p>",
+                esc(&command),
+                esc(e.name)
+            );
+        }
         for c in COMPARISONS.iter().filter(|c| c.experiment == e.name) {
             let text = std::fs::read_to_string(o.dir.join(c.csv)).with_context(|| format!("{}/{}", e.name, c.csv))?;
             let rows = rows(c, &text).with_context(|| format!("{}/{}", e.name, c.csv))?;
