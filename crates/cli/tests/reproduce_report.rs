@@ -70,7 +70,25 @@ fn report_numbers_are_the_csv_values(dir: &Path, md: &str) {
         "BECC rate 0.5-10 s, UDP on (paper: t_msrd_th; ours: throughput) (Mb/s)",
         rate.iter().sum::<f64>() / rate.len() as f64,
     );
-    for (quantity, value) in expect.into_iter().chain([becc]) {
+    // BECC Fig. 13: the second flow's mean 1-s throughput over the first's, 5 s < t <= 60 s.
+    let trace = std::fs::read_to_string(dir.join("becc-fig13/trace.csv")).unwrap();
+    let flow_mean = |flow: &str| {
+        let v: Vec<f64> = trace
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[1] == flow && f[2] == "throughput_bps")
+            .filter(|f| f[0].parse::<f64>().is_ok_and(|t| t > 5.0 && t <= 60.0))
+            .map(|f| f[3].parse::<f64>().unwrap())
+            .collect();
+        assert!(v.len() > 100, "{flow}: {} samples", v.len());
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let two = (
+        "second / first flow's throughput 5-60 s (ratio; paper: both transfer stably)",
+        flow_mean("becc2") / flow_mean("becc1"),
+    );
+    for (quantity, value) in expect.into_iter().chain([becc, two]) {
         let got = claimed(md, quantity);
         assert_eq!(got.len(), 1, "{quantity}: {got:?}");
         assert!(same_number(&got[0], value), "{quantity}: report {} but the CSV gives {value}", got[0]);
@@ -152,7 +170,7 @@ const d = document.createElement('pre'); d.id = 'render-check'; d.textContent = 
 fn one_or_two_threads_give_the_same_files_and_the_report_has_every_figure() {
     let tmp = std::env::temp_dir().join(format!("headroom-report-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    let names = ["becc-fig2", "becc-fig12", "pathquick-fig6"];
+    let names = ["becc-fig2", "becc-fig12", "becc-fig13", "pathquick-fig6"];
     let (a, b) = (tmp.join("t1"), tmp.join("t2"));
     let out1 = run(&a, "1", &names);
     run(&b, "2", &names);
