@@ -11,6 +11,7 @@ mod plot;
 mod probe;
 mod probe_bench;
 mod probe_monitor;
+mod probe_watch;
 mod proxy;
 mod proxy_bench;
 mod proxy_fig3;
