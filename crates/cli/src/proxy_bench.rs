@@ -52,6 +52,53 @@ pub struct ProxyBenchArgs {
     /// in the same interleaved runs: a before/after comparison on a noisy machine.
     #[arg(long)]
     pub compare: Option<std::path::PathBuf>,
+    /// Where the throughput runs' threads run on the machine's CPUs (direct and relayed alike).
+    #[arg(long, value_enum, default_value = "none")]
+    pub pin: Pin,
+}
+
+/// CPU placement of the throughput runs. On loopback the sender's copy into the kernel and the
+/// sink's copy out of it are the bulk of the work; whether they run on one core (the sink
+/// copies cache-hot data) or on two (every byte crosses between the cores' caches, as between
+/// two hosts) changes the cost per byte several-fold, so the comparison states its placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pin {
+    /// The scheduler places everything.
+    None,
+    /// Senders on CPU 0, sinks on CPU 1 (the two ends apart, as two hosts), the proxy unpinned.
+    Split,
+    /// Senders, sinks and the proxy all on CPU 0.
+    One,
+}
+
+impl Pin {
+    /// (senders' CPU, sinks' CPU, proxy's CPU).
+    fn cpus(self) -> (Option<usize>, Option<usize>, Option<usize>) {
+        match self {
+            Pin::None => (None, None, None),
+            Pin::Split => (Some(0), Some(1), None),
+            Pin::One => (Some(0), Some(0), Some(0)),
+        }
+    }
+}
+
+/// The sinks' CPU (+1; 0: unpinned), read by each sink thread as it starts.
+static SINK_CPU: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Restricts the calling thread (pid 0) or process `pid` to `cpu`.
+fn pin_to(pid: libc::pid_t, cpu: Option<usize>) -> std::io::Result<()> {
+    let Some(cpu) = cpu else { return Ok(()) };
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// The proxy under test, a child `headroom proxy` process.
@@ -68,14 +115,19 @@ impl ProxyProc {
         let threads = a.threads;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        let child = Command::new(exe)
-            .args(["proxy", "--listen", &addr.to_string(), "--to", &to.to_string(), "--mode", mode])
+        let mut cmd = Command::new(exe);
+        cmd.args(["proxy", "--listen", &addr.to_string(), "--to", &to.to_string(), "--mode", mode])
             .args(["--threads", &threads.to_string(), "--max-conns", "1000000", "--max-per-source", "1000000"])
             .args(a.cc.iter().flat_map(|cc| ["--cc", cc.as_str()]))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting the proxy")?;
+            .stderr(Stdio::null());
+        let cpu = a.pin.cpus().2;
+        // SAFETY: the closure only makes one syscall (async-signal-safe) in the child before exec;
+        // the affinity is inherited by every thread the proxy starts.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || pin_to(0, cpu));
+        }
+        let child = cmd.spawn().context("starting the proxy")?;
         let mut p = ProxyProc { child, addr };
         let t = Instant::now();
         while TcpStream::connect(addr).is_err() {
@@ -131,6 +183,7 @@ fn server(f: fn(TcpStream)) -> anyhow::Result<SocketAddr> {
 }
 
 fn sink(mut s: TcpStream) {
+    let _ = pin_to(0, SINK_CPU.load(Relaxed).checked_sub(1));
     let mut b = vec![0; 1 << 18];
     while matches!(s.read(&mut b), Ok(n) if n > 0) {}
 }
@@ -168,6 +221,7 @@ fn throughput(
     conns: usize,
     run: Duration,
     cc: Option<&str>,
+    pin: Pin,
     proxy: Option<&ProxyProc>,
 ) -> anyhow::Result<Sample> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -180,6 +234,7 @@ fn throughput(
         }
         let (stop, bytes) = (stop.clone(), bytes.clone());
         hs.push(thread::spawn(move || {
+            let _ = pin_to(0, pin.cpus().0);
             let b = vec![0x5a; 1 << 20];
             while !stop.load(Relaxed) {
                 match s.write(&b) {
@@ -281,7 +336,7 @@ fn throughput_set(
     let cc = a.cc.as_deref();
     let (mut d, mut s, mut c, mut o) = (vec![], vec![], vec![], vec![]);
     for _ in 0..a.repeat {
-        let direct = throughput(sinkaddr, conns, run, cc, None)?;
+        let direct = throughput(sinkaddr, conns, run, cc, a.pin, None)?;
         let g = direct.gbps;
         d.push((direct, 1.0));
         let mut procs = vec![(splice, &mut s), (copy, &mut c)];
@@ -289,7 +344,7 @@ fn throughput_set(
             procs.push((p, &mut o));
         }
         for (p, v) in procs {
-            let x = throughput(p.addr, conns, run, cc, Some(p))?;
+            let x = throughput(p.addr, conns, run, cc, a.pin, Some(p))?;
             let f = x.gbps / g;
             v.push((x, f));
         }
@@ -355,6 +410,7 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
     if a.idle > 0 && (a.idle as u64) * 2 + 500 > nofile {
         bail!("--idle {} needs {} file descriptors here (limit {nofile}); lower it", a.idle, a.idle * 2 + 500);
     }
+    SINK_CPU.store(a.pin.cpus().1.map_or(0, |c| c + 1), Relaxed);
     let sinkaddr = server(sink)?;
     let echoaddr = server(echo)?;
     let holdaddr = server(hold)?;
@@ -392,6 +448,7 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
     };
     let v = json!({
         "run_s": a.run.as_secs_f64(), "repeat": a.repeat, "threads": a.threads, "cc": a.cc,
+        "pin": format!("{:?}", a.pin).to_lowercase(),
         "load_average": load_average(),
         "single": set_json(&single, 1),
         "aggregate": set_json(&many, a.connections),
@@ -406,11 +463,12 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "proxy-bench: loopback, medians of {} interleaved runs of {} s, proxy {} thread(s), congestion control {}, load average {}",
+        "proxy-bench: loopback, medians of {} interleaved runs of {} s, proxy {} thread(s), congestion control {}, pinning {:?}, load average {}",
         a.repeat,
         a.run.as_secs_f64(),
         a.threads,
         a.cc.as_deref().unwrap_or("(system default)"),
+        a.pin,
         load_average()
     );
     println!("  Gbit/s, % of direct (median of per-round ratios), CPU seconds per GB of the whole path (senders, sinks, proxy), proxy cores per Gbit/s");
