@@ -406,6 +406,11 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
     if a.repeat == 0 || a.connections == 0 || a.round_trips == 0 {
         bail!("--repeat, --connections and --round-trips must be positive");
     }
+    if let Some(cc) = &a.cc {
+        let probe = TcpListener::bind("127.0.0.1:0")?;
+        headroom_proxy::sock::set_congestion(&probe, cc)
+            .with_context(|| format!("--cc {cc:?}: not a congestion control available here"))?;
+    }
     let nofile = headroom_proxy::sock::raise_nofile_limit()?;
     if a.idle > 0 && (a.idle as u64) * 2 + 500 > nofile {
         bail!("--idle {} needs {} file descriptors here (limit {nofile}); lower it", a.idle, a.idle * 2 + 500);
