@@ -170,7 +170,12 @@ impl Bytes {
         if r.0 == 0 {
             return Dur::MAX;
         }
-        Dur(saturate((self.0 as u128 * 8 * 1_000_000_000).div_ceil(r.0 as u128)))
+        // In 64 bits when the product fits (any packet; the 128-bit division is slower), the
+        // same quotient either way.
+        match self.0.checked_mul(8 * 1_000_000_000) {
+            Some(bits_ns) => Dur(bits_ns.div_ceil(r.0)),
+            None => Dur(saturate((self.0 as u128 * 8 * 1_000_000_000).div_ceil(r.0 as u128))),
+        }
     }
     pub fn saturating_sub(self, o: Bytes) -> Bytes {
         Bytes(self.0.saturating_sub(o.0))

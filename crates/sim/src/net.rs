@@ -18,8 +18,19 @@
 //! # Hot path
 //! Packets live in a slab (`Vec<Packet>` plus a free list) and events carry their index, so the
 //! heap moves 32-byte entries and nothing is allocated per packet once the slab has grown.
+//!
+//! Most pending events are packets propagating on links (a 50 Mbit/s, 140 ms path holds about
+//! a thousand). A link's arrivals are due in the order it sent them: each starts after the
+//! previous one finished serialising and every one waits the same `delay`, and the sequence
+//! numbers grow, so their `(time, seq)` keys grow too. Each link therefore keeps its pending
+//! arrivals in a FIFO ([`Lane`]) and only the first one sits in the heap; popping it puts the
+//! next one in its place. The heap holds a few entries per link and connection instead of
+//! every packet in flight, and since the keys are the same `(time, seq)` pairs, events come out
+//! in exactly the order one heap of all of them gives. An arrival that would not keep its
+//! lane in order (a link whose delay was changed mid-run) goes into the heap itself.
 
 use std::cmp::Ordering;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 
 use headroom_core::sack::SackBlocks;
@@ -117,11 +128,22 @@ pub enum Ev {
     Sample,
 }
 
+/// What a heap entry stands for: an event, or the first pending arrival of a link's [`Lane`].
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Ev(Ev),
+    Lane(LinkId),
+}
+
 struct Entry {
     time: u64,
     seq: u64,
-    ev: Ev,
+    slot: Slot,
 }
+
+/// A link's pending arrivals `(time, seq, packet)`, in increasing `(time, seq)` order; the first
+/// one is also in the heap (as [`Slot::Lane`]).
+type Lane = VecDeque<(u64, u64, u32)>;
 impl PartialEq for Entry {
     fn eq(&self, o: &Self) -> bool {
         self.time == o.time && self.seq == o.seq
@@ -235,6 +257,8 @@ pub struct Counters {
 pub struct Net {
     pub now: Time,
     heap: BinaryHeap<Entry>,
+    /// Pending arrivals of each link (see the module's "Hot path").
+    lanes: Vec<Lane>,
     next_seq: u64,
     pkts: Vec<Packet>,
     free_pkts: Vec<u32>,
@@ -250,9 +274,11 @@ pub struct Net {
 impl Net {
     pub fn new(node_names: Vec<String>, links: Vec<Link>) -> Net {
         let n = node_names.len();
+        let lanes = links.iter().map(|_| Lane::new()).collect();
         let mut net = Net {
             now: Time::ZERO,
-            heap: BinaryHeap::with_capacity(1024),
+            heap: BinaryHeap::with_capacity(64),
+            lanes,
             next_seq: 0,
             pkts: Vec::with_capacity(1024),
             free_pkts: Vec::new(),
@@ -296,20 +322,67 @@ impl Net {
     #[inline]
     pub fn schedule(&mut self, at: Time, ev: Ev) {
         debug_assert!(at >= self.now, "event scheduled in the past");
-        self.heap.push(Entry { time: at.0, seq: self.next_seq, ev });
+        self.heap.push(Entry { time: at.0, seq: self.next_seq, slot: Slot::Ev(ev) });
         self.next_seq += 1;
+    }
+
+    /// Schedules packet `pkt`'s arrival over link `li` at `at`: in the link's lane when that
+    /// keeps the lane in order (always, unless the link's delay changed), else in the heap.
+    #[inline]
+    fn schedule_arrival(&mut self, li: LinkId, at: Time, pkt: u32) {
+        debug_assert!(at >= self.now, "event scheduled in the past");
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let lane = &mut self.lanes[li as usize];
+        match lane.back() {
+            None => {
+                lane.push_back((at.0, seq, pkt));
+                self.heap.push(Entry { time: at.0, seq, slot: Slot::Lane(li) });
+            }
+            // `seq` is the largest yet, so a time no earlier than the last one's keeps the order.
+            Some(&(last, _, _)) if at.0 >= last => lane.push_back((at.0, seq, pkt)),
+            Some(_) => {
+                let node = self.links[li as usize].to;
+                self.heap.push(Entry { time: at.0, seq, slot: Slot::Ev(Ev::Arrive { pkt, node }) });
+            }
+        }
     }
 
     /// The next event, if any is due at or before `until`.
     #[inline]
     pub fn pop_until(&mut self, until: Time) -> Option<Ev> {
-        if self.heap.peek()?.time > until.0 {
+        let top = self.heap.peek_mut()?;
+        if top.time > until.0 {
             return None;
         }
-        let e = self.heap.pop()?;
-        self.now = Time(e.time);
+        self.now = Time(top.time);
         self.counters.events += 1;
-        Some(e.ev)
+        match top.slot {
+            Slot::Ev(ev) => {
+                PeekMut::pop(top);
+                Some(ev)
+            }
+            Slot::Lane(li) => {
+                let lane = &mut self.lanes[li as usize];
+                let Some((_, _, pkt)) = lane.pop_front() else {
+                    // Not reached: a lane's entry is in the heap only while the lane has one.
+                    PeekMut::pop(top);
+                    return self.pop_until(until);
+                };
+                let node = self.links[li as usize].to;
+                match lane.front() {
+                    // The lane's next arrival takes the first one's place (one sift-down).
+                    Some(&(time, seq, _)) => {
+                        let mut top = top;
+                        *top = Entry { time, seq, slot: Slot::Lane(li) };
+                    }
+                    None => {
+                        PeekMut::pop(top);
+                    }
+                }
+                Some(Ev::Arrive { pkt, node })
+            }
+        }
     }
 
     pub fn packet(&self, idx: u32) -> &Packet {
@@ -392,10 +465,10 @@ impl Net {
         let tx = headroom_core::units::Bytes(size as u64).time_at(link.rate);
         link.tx_packets += 1;
         link.tx_bytes += size as u64;
-        let (to, delay) = (link.to, link.delay);
+        let delay = link.delay;
         let now = self.now;
         self.schedule(now + tx, Ev::LinkFree(li));
-        self.schedule(now + tx + delay, Ev::Arrive { pkt: idx, node: to });
+        self.schedule_arrival(li, now + tx + delay, idx);
     }
 
     /// The link finished serialising: start the next waiting packet.

@@ -410,9 +410,8 @@ impl Measurer {
         }
         let k = self.cfg.sub_ranges;
         let n = self.cfg.stream_len;
+        let idx = self.pending_stream()?;
         let round = self.round.as_ref()?;
-        let idx =
-            round.streams.iter().position(|s| s.state == StreamState::NotSent || s.state == StreamState::Sending)?;
         match round.kind {
             RoundKind::Cprobe => Some(StreamPlan {
                 key: StreamKey { round: round.id, index: 0 },
@@ -421,9 +420,6 @@ impl Measurer {
                 rates: vec![self.cfg.link_rate; n - 1],
             }),
             RoundKind::Search(range) => {
-                if early_stop_point(&round.streams).is_some_and(|m| idx > m) {
-                    return None;
-                }
                 let i = idx + 1;
                 let (lo, hi) = range.sub_range(i, k);
                 let rates = (2..=n)
@@ -440,6 +436,18 @@ impl Measurer {
                 })
             }
         }
+    }
+
+    /// The index of the current round's next stream to send: the first one not sent (or being
+    /// sent), unless the round stopped early before it. `None` without a round.
+    fn pending_stream(&self) -> Option<usize> {
+        let round = self.round.as_ref()?;
+        let idx =
+            round.streams.iter().position(|s| s.state == StreamState::NotSent || s.state == StreamState::Sending)?;
+        if matches!(round.kind, RoundKind::Search(_)) && early_stop_point(&round.streams).is_some_and(|m| idx > m) {
+            return None;
+        }
+        Some(idx)
     }
 
     fn record_mut(&mut self, key: StreamKey) -> Option<&mut StreamRecord> {
@@ -517,9 +525,10 @@ impl Measurer {
         }
     }
 
-    /// Whether the current round still needs a stream sent.
-    pub fn needs_stream(&mut self) -> bool {
-        self.round.is_some() && self.next_stream().is_some()
+    /// Whether the current round still needs a stream sent (what [`Self::next_stream`] would
+    /// return a plan for, without building the plan).
+    pub fn needs_stream(&self) -> bool {
+        self.pending_stream().is_some()
     }
 
     /// Drops the current round (TCP retransmission: the ACK timing is meaningless).

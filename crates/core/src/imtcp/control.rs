@@ -463,7 +463,13 @@ impl ImtcpBuffer {
     /// Instantaneous transitions at `now`.
     fn advance(&mut self, now: Time) {
         for _ in 0..16 {
-            match self.state.clone() {
+            // Sending a stream has no instantaneous transition; the other states are small to
+            // copy (the stream's plan is not).
+            let state = match &self.state {
+                ControlState::SendStream { .. } => return,
+                s => s.clone(),
+            };
+            match state {
                 ControlState::StorePacket { timer } => {
                     if !self.can_measure() {
                         self.state = ControlState::EmptyBuffer;
