@@ -685,16 +685,7 @@ mod tests {
                 None => backlog += bits,
             }
         }
-        schedule
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ProbeRecord {
-                index: i as u32,
-                send_time: Time::from_secs_f64(start + p.offset.as_secs_f64()),
-                recv_time: out[i].map(Time::from_secs_f64),
-                size: p.size,
-            })
-            .collect()
+        super::harness::records(schedule, start, &out)
     }
 
     /// A packet-level FIFO of capacity `c` bit/s with Poisson cross traffic of 1000-byte
@@ -1079,6 +1070,11 @@ mod harness {
                 out[i] = Some(free_at + 0.026 + rng.uniform_range(-jitter_ns, jitter_ns) * 1e-9);
             }
         }
+        records(schedule, start, &out)
+    }
+
+    /// One record per packet of `schedule` sent from `start` (s), received at `out` (s, or lost).
+    pub fn records(schedule: &[TrainPacket], start: f64, out: &[Option<f64>]) -> Vec<ProbeRecord> {
         schedule
             .iter()
             .enumerate()
