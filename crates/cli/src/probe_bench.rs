@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use headroom_core::abw::{estimate_train, EstimatorConfig, Method, Outcome, RAMP_DECREASE_FACTOR};
+use headroom_core::abw::{estimate_train, EstimatorConfig, Method, Outcome, TrainDesign, RAMP_DECREASE_FACTOR};
 use headroom_core::stats::median;
 use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
@@ -92,6 +92,14 @@ pub struct ProbeBenchArgs {
     /// Write every estimate as CSV here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Write every packet of every train (auto-ranging's coarse trains too) as CSV here: send
+    /// and receive times, size, the train's role and verdict, to read a train's delay signature.
+    #[arg(long)]
+    pub dump: Option<PathBuf>,
+    /// Fixed trains, PathQuick's then pathChirp's (`headroom reproduce pathquick-fig8`; not an
+    /// option of the command): no auto-ranging, no `--bmax`.
+    #[arg(skip)]
+    pub designs: Option<[TrainDesign; 2]>,
 }
 
 /// Size of a cross-traffic packet (IP bytes), as in the paper.
@@ -107,8 +115,10 @@ const PROBE_PRIORITY: i32 = GENERATOR_PRIORITY + 1;
 pub struct BenchRow {
     pub cross: Rate,
     pub method: Method,
-    /// The estimator's decrease factor `F` this row was judged with.
-    pub decrease_factor: f64,
+    /// How this row's train was judged.
+    pub judge: Judge,
+    /// `judge` is the client's own default for the method (the estimate it reported).
+    pub client_default: bool,
     pub verdict: &'static str,
     pub value: Option<Rate>,
     /// START sent → estimate made, auto-ranging's coarse trains included.
@@ -125,8 +135,55 @@ pub struct BenchRow {
     pub shaper: Option<(Rate, Bytes)>,
 }
 
+/// Header of `--dump`: one line per packet of every train.
+const DUMP_HEADER: &str = "cross_mbps,method,estimate,train,role,verdict,value_mbps,knee,index,size,send_ns,recv_ns\n";
+
+/// The `--dump` lines of one estimate: its coarse trains (`coarse`), then its answer's trains
+/// (`answer`), every packet with the times the client judged (send offset carried by the probe,
+/// kernel receive timestamp; empty when lost or cut).
+fn dump_lines(cross: Rate, method: Method, estimate: usize, e: &headroom_net::Estimate) -> String {
+    let mut s = String::new();
+    let trains = e.ranging.iter().map(|t| ("coarse", t)).chain(e.trains.iter().map(|t| ("answer", t)));
+    for (k, (role, t)) in trains.enumerate() {
+        let o = &t.estimate.outcome;
+        let value = o.value().map(|v| format!("{:.4}", v.as_mbps())).unwrap_or_default();
+        let knee = t.estimate.knee.map(|k| k.to_string()).unwrap_or_default();
+        for r in &t.records {
+            let _ = writeln!(
+                s,
+                "{},{},{estimate},{k},{role},{},{value},{knee},{},{},{},{}",
+                cross.as_mbps(),
+                method.name(),
+                o.kind(),
+                r.index,
+                r.size.0,
+                r.send_time.0,
+                r.recv_time.map(|t| t.0.to_string()).unwrap_or_default()
+            );
+        }
+    }
+    s
+}
+
 pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
     crate::outdir::writable_file(a.csv.as_deref(), "--csv")?;
+    crate::outdir::writable_file(a.dump.as_deref(), "--dump")?;
+    let (rows, dump) = measure(&a)?;
+    if let Some(path) = &a.dump {
+        std::fs::write(path, dump).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("(every packet in {})", path.display());
+    }
+    print!("{}", summary(&a, &rows));
+    if let Some(path) = &a.csv {
+        std::fs::write(path, csv(&rows)).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("(every estimate in {})", path.display());
+    }
+    Ok(())
+}
+
+/// Brings the testbed up, runs every level (the rows and, with `--dump`, the packets) and takes
+/// it down again, also on error.
+pub fn measure(a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)> {
     if let Some(why) = headroom_testbed::unsupported_reason() {
         bail!("the testbed cannot run here: {why}");
     }
@@ -155,19 +212,14 @@ pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
         )),
         a.buffer
     );
-    let result = bench_on(&tb, &a);
+    let result = bench_on(&tb, a);
     let down = tb.down();
-    let rows = result?;
+    let (rows, dump) = result?;
     down?;
-    print!("{}", summary(&a, &rows));
-    if let Some(path) = &a.csv {
-        std::fs::write(path, csv(&rows)).with_context(|| format!("cannot write {}", path.display()))?;
-        println!("(every estimate in {})", path.display());
-    }
-    Ok(())
+    Ok((rows, dump))
 }
 
-fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
+fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)> {
     let server_ip = tb.host("s1")?.addr;
     let realtime = !a.no_realtime;
     let server = tb.run_in("s1", move || {
@@ -180,6 +232,7 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
     })?;
     let server_addr = std::net::SocketAddr::new(server_ip.into(), SERVER_PORT);
     let mut rows = Vec::new();
+    let mut dump = String::from(DUMP_HEADER);
     for (k, &cross) in a.levels.iter().enumerate() {
         let cross_traffic =
             PoissonCross::start(tb, ("s2", "r2"), CROSS_PORT, cross, CROSS_SIZE, (1 + k as u64, k as u32))?;
@@ -187,23 +240,31 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<Vec<BenchRow>> {
             std::thread::sleep(Duration::from_secs(2));
         }
         eprintln!("cross traffic {cross}: {} trains per method", a.trains);
-        let level = run_level(tb, a, server_addr, cross);
+        let level = run_level(tb, a, server_addr, cross, &mut dump);
         cross_traffic.stop()?;
         rows.extend(level?);
     }
     server.shutdown();
-    Ok(rows)
+    Ok((rows, dump))
 }
 
-fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cross: Rate) -> Result<Vec<BenchRow>> {
+fn run_level(
+    tb: &Testbed,
+    a: &ProbeBenchArgs,
+    server: std::net::SocketAddr,
+    cross: Rate,
+    dump: &mut String,
+) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
-    for _ in 0..a.trains {
+    for n in 0..a.trains as usize {
         for method in [Method::PathQuick, Method::PathChirp] {
             let defaults = EstimateOptions::for_method(method);
+            let fixed = a.designs.as_ref().map(|d| d[(method == Method::PathChirp) as usize].clone());
             let mut opts = EstimateOptions {
                 repeat: 1,
                 b_max: a.bmax.unwrap_or(defaults.b_max),
-                auto_range: a.bmax.is_none(),
+                auto_range: a.bmax.is_none() && fixed.is_none(),
+                design: fixed,
                 ..defaults
             };
             if a.knee_fit {
@@ -228,11 +289,12 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
                 // table, not the end of the benchmark.
                 Err(err) => {
                     eprintln!("  {} estimate failed: {err:#}", method.name());
-                    for f in DECREASE_FACTORS {
+                    for j in JUDGES {
                         rows.push(BenchRow {
                             cross,
                             method,
-                            decrease_factor: f,
+                            judge: j,
+                            client_default: j.is_default(&estimator),
                             verdict: "error",
                             value: None,
                             train_time: called.elapsed(),
@@ -248,19 +310,21 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
                     continue;
                 }
             };
+            if a.dump.is_some() {
+                dump.push_str(&dump_lines(cross, method, n, &e));
+            }
             let t = e.trains.first().context("no train in the estimate")?;
-            // The same train judged with the papers' F and with the ramp's (docs/pathquick.md).
-            for f in DECREASE_FACTORS {
-                let judged = if f == estimator.decrease_factor {
-                    e.outcome.clone()
-                } else {
-                    let cfg = EstimatorConfig { decrease_factor: f, ..estimator };
-                    estimate_train(&t.records, &cfg).outcome
-                };
+            // The same train judged with the papers' F, the ramp's (docs/pathquick.md) and the
+            // queue-growth fit.
+            for j in JUDGES {
+                let default = j.is_default(&estimator);
+                let judged =
+                    if default { e.outcome.clone() } else { estimate_train(&t.records, &j.config(estimator)).outcome };
                 rows.push(BenchRow {
                     cross,
                     method,
-                    decrease_factor: f,
+                    judge: j,
+                    client_default: default,
                     verdict: judged.kind(),
                     value: match judged {
                         Outcome::Inconclusive { .. } => None,
@@ -273,7 +337,7 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
                     train_bytes: e.train_bytes,
                     lost: t.estimate.lost,
                     spacing_error_max: t.spacing_error_max,
-                    shaper: e.shaper.filter(|_| f == estimator.decrease_factor).map(|sh| (sh.rate, sh.burst)),
+                    shaper: e.shaper.filter(|_| default).map(|sh| (sh.rate, sh.burst)),
                 });
             }
             std::thread::sleep(Duration::from_nanos(a.pause.0));
@@ -282,8 +346,43 @@ fn run_level(tb: &Testbed, a: &ProbeBenchArgs, server: std::net::SocketAddr, cro
     Ok(rows)
 }
 
-/// Every train is judged with each of these decrease factors: the papers' and the ramp's.
-const DECREASE_FACTORS: [f64; 2] = [1.5, RAMP_DECREASE_FACTOR];
+/// How a train is judged.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Judge {
+    /// The excursion rules with this decrease factor `F`.
+    Excursion(f64),
+    /// The queue-growth fit (`headroom_core::abw::growth`).
+    GrowthFit,
+}
+
+impl Judge {
+    /// The estimator this judge is, from the client's.
+    fn config(self, client: EstimatorConfig) -> EstimatorConfig {
+        match self {
+            Judge::Excursion(f) => EstimatorConfig { decrease_factor: f, growth_fit: false, ..client },
+            Judge::GrowthFit => EstimatorConfig { growth_fit: true, ..client },
+        }
+    }
+
+    fn is_default(self, client: &EstimatorConfig) -> bool {
+        match self {
+            Judge::Excursion(f) => !client.growth_fit && f == client.decrease_factor,
+            Judge::GrowthFit => client.growth_fit,
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            Judge::Excursion(f) => format!("F={f}"),
+            Judge::GrowthFit => "fit".into(),
+        }
+    }
+}
+
+/// Every train is judged by each of these: the papers' decrease factor, the ramp's, the fit.
+const JUDGES: [Judge; 3] = [Judge::Excursion(1.5), Judge::Excursion(RAMP_DECREASE_FACTOR), Judge::GrowthFit];
+/// pathChirp as published.
+const BASELINE: Judge = Judge::Excursion(1.5);
 
 /// The rate of the path's bottleneck: the shaper's when it is slower than the link.
 fn bottleneck_rate(a: &ProbeBenchArgs) -> Rate {
@@ -291,11 +390,9 @@ fn bottleneck_rate(a: &ProbeBenchArgs) -> Rate {
 }
 
 /// With a shaper: per method, how many estimates reported it and the median rate and burst.
-/// The rows of one cross-traffic level and method, judged with the method's own decrease factor
-/// (PathQuick's [`RAMP_DECREASE_FACTOR`], pathChirp's 1.5).
+/// The rows of one cross-traffic level and method, judged as the client does by default.
 fn rows_at(rows: &[BenchRow], cross: Rate, method: Method) -> Vec<&BenchRow> {
-    let f = if method == Method::PathQuick { RAMP_DECREASE_FACTOR } else { DECREASE_FACTORS[0] };
-    rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect()
+    rows.iter().filter(|r| r.cross == cross && r.method == method && r.client_default).collect()
 }
 
 fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
@@ -335,15 +432,20 @@ fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     s
 }
 
-fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes\n");
+pub fn csv(rows: &[BenchRow]) -> String {
+    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{}",
+            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{}",
             r.cross.as_mbps(),
             r.method.name(),
-            r.decrease_factor,
+            r.judge.label(),
+            r.client_default,
+            match r.judge {
+                Judge::Excursion(f) => f.to_string(),
+                Judge::GrowthFit => String::new(),
+            },
             r.verdict,
             r.value.map(|v| format!("{:.4}", v.as_mbps())).unwrap_or_default(),
             r.train_time.as_secs_f64() * 1e3,
@@ -370,13 +472,13 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
         a.rate,
         rtt.as_secs_f64() * 1e3
     );
-    let _ = writeln!(s, "every train is judged twice: with pathChirp's decrease factor F = 1.5 (the papers') and with F = {RAMP_DECREASE_FACTOR} (ours)");
+    let _ = writeln!(s, "every train is judged three times: excursions with pathChirp's decrease factor F = 1.5 (the papers'), with F = {RAMP_DECREASE_FACTOR} (ours), and the queue-growth fit (ours)");
     let _ = writeln!(
         s,
-        "{:>6} {:<10} {:>4} {:>4} {:>7} {:>7} {:>6} {:>10} {:>9} {:>9} {:>9} {:>8} {:>6}",
+        "{:>6} {:<10} {:>5} {:>4} {:>7} {:>7} {:>6} {:>10} {:>9} {:>9} {:>9} {:>8} {:>6}",
         "cross",
         "method",
-        "F",
+        "judge",
         "n",
         "median",
         "error",
@@ -390,12 +492,12 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     );
     // (F, cross, method) -> (median error, MAE, median time, all within budget)
     let mut stats = Vec::new();
-    for f in DECREASE_FACTORS {
+    for f in JUDGES {
         for &cross in &a.levels {
             let truth = (bottleneck_rate(a).as_mbps() - cross.as_mbps()).max(0.0);
             for method in [Method::PathQuick, Method::PathChirp] {
                 let of: Vec<&BenchRow> =
-                    rows.iter().filter(|r| r.cross == cross && r.method == method && r.decrease_factor == f).collect();
+                    rows.iter().filter(|r| r.cross == cross && r.method == method && r.judge == f).collect();
                 if of.is_empty() {
                     continue;
                 }
@@ -412,10 +514,10 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
                 let lost: u32 = of.iter().map(|r| r.lost).sum();
                 let _ = writeln!(
                     s,
-                    "{:>6.1} {:<10} {:>4} {:>4} {:>7.2} {:>+7.2} {:>6.2} {:>6}/{:<3} {:>6.0} ms {:>6.0} ms {:>5}/{:<3} {:>8} {:>6}",
+                    "{:>6.1} {:<10} {:>5} {:>4} {:>7.2} {:>+7.2} {:>6.2} {:>6}/{:<3} {:>6.0} ms {:>6.0} ms {:>5}/{:<3} {:>8} {:>6}",
                     cross.as_mbps(),
                     method.name(),
-                    f,
+                    f.label(),
                     of.len(),
                     med,
                     med - truth,
@@ -436,7 +538,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     // PathQuick with each F against the baseline as published: pathChirp with its F = 1.5.
     let mut goals = Vec::new();
     for &(f, cross, method, qe, qm, qt, qin) in &stats {
-        let baseline = stats.iter().find(|b| b.0 == DECREASE_FACTORS[0] && b.1 == cross && b.2 == Method::PathChirp);
+        let baseline = stats.iter().find(|b| b.0 == BASELINE && b.1 == cross && b.2 == Method::PathChirp);
         if let (Method::PathQuick, Some(&(_, _, _, ce, cm, ct, _))) = (method, baseline) {
             goals.push((f, cross, qe, qin, [qe.abs() < ce.abs(), qm < cm, qt < ct]));
         }
@@ -448,8 +550,8 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     for (f, cross, qe, qin, [median_better, mae_better, time_better]) in goals {
         let _ = writeln!(
             s,
-            "  F {:<3} cross {:>4.1} Mbit/s: median error {:+.2} {}, budget {}; ahead of pathChirp on |median error| {}, on MAE {}, on median time {}",
-            f,
+            "  {:<5} cross {:>4.1} Mbit/s: median error {:+.2} {}, budget {}; ahead of pathChirp on |median error| {}, on MAE {}, on median time {}",
+            f.label(),
             cross.as_mbps(),
             qe,
             if qe.abs() <= 1.5 { "met" } else { "MISSED" },

@@ -27,12 +27,12 @@ fn pathquick_meets_its_accuracy_and_time_goal_on_the_testbed() {
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
     let (method, f, value, time, length) =
-        (col("method"), col("decrease_factor"), col("estimate_mbps"), col("train_time_ms"), col("train_length_ms"));
+        (col("method"), col("client_default"), col("estimate_mbps"), col("train_time_ms"), col("train_length_ms"));
     let rows: Vec<Vec<&str>> = text
         .lines()
         .skip(1)
         .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|r| r[method] == "pathquick" && r[f] == "5")
+        .filter(|r| r[method] == "pathquick" && r[f] == "true")
         .collect();
     assert_eq!(rows.len(), 9, "{text}");
     let median = |mut v: Vec<f64>| {

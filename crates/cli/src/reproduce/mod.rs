@@ -54,29 +54,56 @@ fn experiments() -> Vec<&'static Experiment> {
         .collect()
 }
 
+/// Experiments on the namespace testbed (root): listed, run only when named (never by `all`,
+/// which stays the simulator's and needs no privileges), one at a time after the simulator's
+/// (their timing must not share the CPUs with simulator runs).
+fn testbed_experiments() -> Vec<&'static Experiment> {
+    pathquick::TESTBED_EXPERIMENTS.iter().collect()
+}
+
 pub fn run(a: ReproduceArgs) -> Result<()> {
     if a.names.iter().any(|n| n == "list") {
         for e in experiments() {
             println!("{:<14} {}", e.name, e.about);
         }
+        for e in testbed_experiments() {
+            println!("{:<14} {} [root; not in `all`]", e.name, e.about);
+        }
         return Ok(());
     }
     crate::outdir::writable_dir(Some(&a.out), "--out")?;
-    let chosen: Vec<&Experiment> = if a.names.iter().any(|n| n == "all") {
-        experiments()
+    let (chosen, testbed): (Vec<&Experiment>, Vec<&Experiment>) = if a.names.iter().any(|n| n == "all") {
+        (experiments(), Vec::new())
     } else {
-        a.names
-            .iter()
-            .map(|n| {
-                experiments()
-                    .into_iter()
-                    .find(|e| e.name == n)
-                    .ok_or_else(|| anyhow::anyhow!("unknown experiment `{n}` (see `headroom reproduce list`)"))
-            })
-            .collect::<Result<_>>()?
+        let mut sim = Vec::new();
+        let mut bed = Vec::new();
+        for n in &a.names {
+            if let Some(e) = experiments().into_iter().find(|e| e.name == n) {
+                sim.push(e);
+            } else if let Some(e) = testbed_experiments().into_iter().find(|e| e.name == n) {
+                bed.push(e);
+            } else {
+                anyhow::bail!("unknown experiment `{n}` (see `headroom reproduce list`)");
+            }
+        }
+        (sim, bed)
     };
+    if let (Some(e), Some(why)) =
+        (testbed.first(), headroom_testbed::unsupported_reason().filter(|_| !testbed.is_empty()))
+    {
+        anyhow::bail!("{} runs on the namespace testbed, which needs root: {why}", e.name);
+    }
     let started = Instant::now();
-    let outcomes = run_parallel(&chosen, &a.out).into_iter().collect::<Result<Vec<_>>>()?;
+    let mut outcomes = run_parallel(&chosen, &a.out).into_iter().collect::<Result<Vec<_>>>()?;
+    for e in &testbed {
+        let t = Instant::now();
+        let dir = a.out.join(e.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let summary = (e.run)(&dir).with_context(|| format!("experiment {}", e.name))?;
+        std::fs::write(dir.join("summary.txt"), &summary)?;
+        outcomes.push(Outcome { summary, dir, wall: t.elapsed() });
+    }
+    let chosen: Vec<&Experiment> = chosen.into_iter().chain(testbed).collect();
     for (e, o) in chosen.iter().zip(&outcomes) {
         println!("== {} — {}", e.name, e.about);
         print!("{}", o.summary);

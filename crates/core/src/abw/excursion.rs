@@ -126,6 +126,10 @@ pub struct EstimatorConfig {
     /// Look for a token-bucket shaper's late knee and report its token rate
     /// (`super::shaper`). Off by default: neither paper does it.
     pub detect_shaper: bool,
+    /// Read the verdict from the queue-growth fit over the whole delay signature
+    /// (`super::growth`) instead of the first sustained rise. Off by default: neither paper
+    /// does it.
+    pub growth_fit: bool,
 }
 
 impl Default for EstimatorConfig {
@@ -139,6 +143,7 @@ impl Default for EstimatorConfig {
             size_correction: true,
             knee_fit: false,
             detect_shaper: false,
+            growth_fit: false,
         }
     }
 }
@@ -225,6 +230,8 @@ pub struct TrainEstimate {
     /// With [`EstimatorConfig::detect_shaper`]: the token-bucket shaper the train revealed
     /// (`super::shaper`); the outcome is then its token rate.
     pub shaper: Option<ShaperEstimate>,
+    /// With [`EstimatorConfig::growth_fit`]: the fit that gave the verdict.
+    pub growth_fit: Option<super::growth::GrowthFit>,
     pub excursions: Vec<Excursion>,
     /// Slope removed per byte of packet size, in ns/B (see the module doc).
     pub size_slope_ns_per_byte: f64,
@@ -243,6 +250,7 @@ impl TrainEstimate {
             knee: None,
             knee_fit: None,
             shaper: None,
+            growth_fit: None,
             excursions: Vec::new(),
             size_slope_ns_per_byte: 0.0,
         }
@@ -538,9 +546,30 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         Some(_) => Outcome::Estimate(raw),
         None => Outcome::AboveRange { at_least: raw },
     };
-    let outcome = match shaper {
-        Some(sh) => Outcome::Estimate(sh.rate),
-        None => outcome,
+    // The queue-growth fit over every received packet (super::growth).
+    let growth_fit = if cfg.growth_fit {
+        let sizes: Vec<f64> = size.iter().map(|b| b.0 as f64).collect();
+        let varying = sizes.iter().any(|&v| v != sizes[0]);
+        let q_raw: Vec<f64> = q_raw.iter().map(|&v| (v - q_raw[0]) as f64).collect();
+        super::growth::fit(&q_raw, varying.then_some(&sizes[..]), &rate, &weight)
+    } else {
+        None
+    };
+    let outcome = match (shaper, growth_fit) {
+        (Some(sh), _) => Outcome::Estimate(sh.rate),
+        // The excursions' "below range" stands: the fit cannot place a knee before the train.
+        (None, Some(_)) if matches!(outcome, Outcome::BelowRange { .. }) => outcome,
+        (None, Some(g)) => {
+            let fitted = Rate(g.rate.round() as u64);
+            if g.growth <= floor {
+                Outcome::AboveRange { at_least: Rate(hi.round() as u64) }
+            } else if gaps > 1 && g.rate <= rate[1] {
+                Outcome::BelowRange { at_most: Rate(rate[1].round() as u64) }
+            } else {
+                Outcome::Estimate(fitted)
+            }
+        }
+        (None, None) => outcome,
     };
     TrainEstimate {
         outcome,
@@ -553,6 +582,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         knee: knee.map(|k| rx[k].index),
         knee_fit,
         shaper,
+        growth_fit,
         excursions,
         size_slope_ns_per_byte: slope,
     }
@@ -609,7 +639,6 @@ impl Smoother {
 mod tests {
     use super::*;
     use crate::abw::{ChirpSpec, QuickSpec, TrainPacket};
-    use crate::rng::Rng;
     use crate::units::Time;
 
     /// A fluid single-bottleneck path: capacity `c` bit/s, fluid cross traffic `x(t)` bit/s,
@@ -656,16 +685,7 @@ mod tests {
                 None => backlog += bits,
             }
         }
-        schedule
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ProbeRecord {
-                index: i as u32,
-                send_time: Time::from_secs_f64(start + p.offset.as_secs_f64()),
-                recv_time: out[i].map(Time::from_secs_f64),
-                size: p.size,
-            })
-            .collect()
+        super::harness::records(schedule, start, &out)
     }
 
     /// A packet-level FIFO of capacity `c` bit/s with Poisson cross traffic of 1000-byte
@@ -673,45 +693,7 @@ mod tests {
     /// propagation. The cross traffic starts 2 s before the train (steady state); `seed` picks
     /// the arrival sequence. Returns one record per probe packet.
     fn poisson_path(schedule: &[TrainPacket], c: f64, x: f64, seed: u64) -> Vec<ProbeRecord> {
-        let mut rng = Rng::new(seed);
-        let start = 2.0;
-        let end = start + schedule.last().map(|p| p.offset.as_secs_f64()).unwrap_or(0.0);
-        // (arrival time, probe index or None, bits)
-        let mut arrivals: Vec<(f64, Option<usize>, f64)> = schedule
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (start + p.offset.as_secs_f64(), Some(i), p.size.0 as f64 * 8.0))
-            .collect();
-        if x > 0.0 {
-            let per_sec = x / 8000.0;
-            let mut t = 0.0;
-            loop {
-                t += rng.exponential(1.0 / per_sec);
-                if t > end {
-                    break;
-                }
-                arrivals.push((t, None, 8000.0));
-            }
-        }
-        arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut free_at = 0.0f64;
-        let mut out = vec![None; schedule.len()];
-        for (t, who, bits) in arrivals {
-            free_at = free_at.max(t) + bits / c;
-            if let Some(i) = who {
-                out[i] = Some(free_at + 0.026);
-            }
-        }
-        schedule
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ProbeRecord {
-                index: i as u32,
-                send_time: Time::from_secs_f64(start + p.offset.as_secs_f64()),
-                recv_time: out[i].map(Time::from_secs_f64),
-                size: p.size,
-            })
-            .collect()
+        super::harness::noisy_path(schedule, c, x, 0.0, seed)
     }
 
     fn quick() -> Vec<TrainPacket> {
@@ -1043,6 +1025,124 @@ mod tests {
                     assert!(at_least.as_mbps() > 11.5, "{at_least}")
                 }
                 o => panic!("{} packets: expected above range, got {o:?} ({:?})", sched.len(), r.excursions),
+            }
+        }
+    }
+}
+
+/// An accuracy harness for the estimator on a packet-level FIFO with Poisson cross traffic and
+/// timestamp noise: `cargo test --release -p headroom-core abw::excursion::harness -- --ignored --nocapture`.
+#[cfg(test)]
+mod harness {
+    use super::*;
+    use crate::abw::autorange::AutoRange;
+    use crate::abw::TrainPacket;
+    use crate::rng::Rng;
+    use crate::units::Time;
+
+    /// `poisson_path` with receive-time noise (uniform ±`jitter_ns`) and a link shared from t = 0.
+    pub fn noisy_path(schedule: &[TrainPacket], c: f64, x: f64, jitter_ns: f64, seed: u64) -> Vec<ProbeRecord> {
+        let mut rng = Rng::new(seed);
+        let start = 2.0;
+        let end = start + schedule.last().map(|p| p.offset.as_secs_f64()).unwrap_or(0.0);
+        let mut arrivals: Vec<(f64, Option<usize>, f64)> = schedule
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (start + p.offset.as_secs_f64(), Some(i), p.size.0 as f64 * 8.0))
+            .collect();
+        if x > 0.0 {
+            let per_sec = x / 8000.0;
+            let mut t = 0.0;
+            loop {
+                t += rng.exponential(1.0 / per_sec);
+                if t > end {
+                    break;
+                }
+                arrivals.push((t, None, 8000.0));
+            }
+        }
+        arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut free_at = 0.0f64;
+        let mut out = vec![None; schedule.len()];
+        for (t, who, bits) in arrivals {
+            free_at = free_at.max(t) + bits / c;
+            if let Some(i) = who {
+                out[i] = Some(free_at + 0.026 + rng.uniform_range(-jitter_ns, jitter_ns) * 1e-9);
+            }
+        }
+        records(schedule, start, &out)
+    }
+
+    /// One record per packet of `schedule` sent from `start` (s), received at `out` (s, or lost).
+    pub fn records(schedule: &[TrainPacket], start: f64, out: &[Option<f64>]) -> Vec<ProbeRecord> {
+        schedule
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ProbeRecord {
+                index: i as u32,
+                send_time: Time::from_secs_f64(start + p.offset.as_secs_f64()),
+                recv_time: out[i].map(Time::from_secs_f64),
+                size: p.size,
+            })
+            .collect()
+    }
+
+    #[test]
+    #[ignore]
+    fn harness() {
+        let cfg = EstimatorConfig {
+            delay_floor: Dur::from_micros(20),
+            decrease_factor: RAMP_DECREASE_FACTOR,
+            ..EstimatorConfig::default()
+        };
+        let plan = AutoRange::new(Rate::from_mbps(500), Bytes(48), Bytes(1500));
+        for c in [10e6, 100e6] {
+            for load in [0.0, 0.3, 0.6, 0.9] {
+                let a = c * (1.0 - load);
+                for (a0_factor, fit, dp, top) in [
+                    (1.0, false, 12, 2.0),
+                    (1.0, true, 12, 2.0),
+                    (1.3, true, 12, 2.0),
+                    (0.8, true, 12, 2.0),
+                    (1.0, true, 6, 2.0),
+                ] {
+                    let cfg = EstimatorConfig { growth_fit: fit, ..cfg };
+                    let a0 = Rate((a * a0_factor) as u64);
+                    let _ = &plan;
+                    let d = crate::abw::QuickSpec {
+                        b_max: Some(Rate((a0.bps() as f64 * top) as u64)),
+                        p_n: Some(Bytes(1500)),
+                        p_1: Some(Bytes(48)),
+                        delta_p: Some(Bytes(dp)),
+                        max_size: Bytes(1500),
+                        min_size: Bytes(48),
+                        ..crate::abw::QuickSpec::default()
+                    }
+                    .solve()
+                    .unwrap();
+                    let sched = d.schedule();
+                    let mut signed: Vec<f64> = (0..40)
+                        .map(|s| {
+                            let r = estimate_train(&noisy_path(&sched, c, c * load, 10_000.0, 100 + s), &cfg);
+                            r.outcome.value().map_or(100.0, |v| 100.0 * (v.bps() as f64 - a) / c)
+                        })
+                        .collect();
+                    let mut errs: Vec<f64> = signed.iter().map(|e| e.abs()).collect();
+                    errs.sort_by(f64::total_cmp);
+                    signed.sort_by(f64::total_cmp);
+                    println!(
+                        "C {:>4} Mbit/s load {:.1} A0 x{a0_factor} fit {fit:<5} dP {dp} top x{top}: T_quick {:>6.1} us N {:>3} top {:>6.1} len {:>5.1} ms: median |e| {:>5.1} % p90 {:>5.1} % median e {:>+5.1} %",
+                        c / 1e6,
+                        load,
+                        d.t_quick.0 as f64 / 1e3,
+                        d.n,
+                        d.b_max().as_mbps(),
+                        d.train_length().as_secs_f64() * 1e3,
+                        errs[20],
+                        errs[36],
+                        signed[20]
+                    );
+                }
             }
         }
     }

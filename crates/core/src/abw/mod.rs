@@ -43,6 +43,7 @@
 pub mod autorange;
 pub mod compare;
 pub mod excursion;
+pub mod growth;
 pub mod pathchirp;
 pub mod pathquick;
 pub mod shaper;
