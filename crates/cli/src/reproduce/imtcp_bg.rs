@@ -262,6 +262,22 @@ fn sweep(controllers: &[Bg], seeds: &[u64]) -> Result<Vec<Sweep>> {
     Ok(sweeps)
 }
 
+/// The bottleneck `r1 -> r2` of the experiments' scenarios, as "50 Mbit/s, 10 ms": the settings
+/// lines are read from the typed scenario, not typed by hand.
+fn bottleneck_settings(sc: &Scenario) -> Result<(String, Option<u32>)> {
+    let l = sc
+        .links
+        .iter()
+        .find(|l| l.a.get_ref() == "r1" && l.b.get_ref() == "r2")
+        .ok_or_else(|| anyhow!("{}: no bottleneck link r1 - r2", sc.name.as_deref().unwrap_or("scenario")))?;
+    Ok((format!("{} Mbit/s, {} ms", tidy(l.rate.as_mbps()), tidy(l.delay.as_millis_f64())), l.queue))
+}
+
+/// A setting for printing: rounded to a millionth, so 500 s read as 500.00000000000006 prints "500".
+fn tidy(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
 fn fig3(dir: &Path) -> Result<String> {
     let ctrls = paper_controllers();
     let sw = sweep(&ctrls, &[1])?.remove(0);
@@ -292,7 +308,15 @@ fn fig3(dir: &Path) -> Result<String> {
     std::fs::write(dir.join("fig3.svg"), chart(t3, "mean page download time (s)", s3).to_svg())?;
     std::fs::write(dir.join("fig4.svg"), chart(t4, "throughput (Mb/s)", s4).to_svg())?;
 
-    let mut s = String::from("50 Mbit/s, 10 ms, 1000-packet buffer, 200 clients, 200 s, seed 1\n");
+    let sc = Scenario::parse(WEB, "scenarios/imtcp-bg/web.toml")?;
+    let (link, queue) = bottleneck_settings(&sc)?;
+    let mut s = format!(
+        "{link}, {}-packet buffer, {} clients, {} s, seed {}\n",
+        queue.unwrap_or_default(),
+        sc.web[0].count,
+        tidy(sc.duration.as_secs_f64()),
+        sw.seed
+    );
     let _ = write!(s, "{:<22}", "N_web");
     for (n, _, _) in &sw.base {
         let _ = write!(s, " {n:>13}");
@@ -361,7 +385,11 @@ fn fig5(dir: &Path) -> Result<String> {
     let out = run_all(with_and_without(&base, &ctrls))?;
     let phases = [(0.0, 50.0, 1), (50.0, 100.0, 2), (100.0, 150.0, 3), (150.0, 200.0, 4), (200.0, 300.0, 5)];
     let mut csv = String::from("background,time_s,queue_pkts,bg1_mbps,bg2_mbps,bg3_mbps,bg4_mbps,bg5_mbps\n");
-    let mut s = String::from("N_web = 20, 500 s; per phase (active flows): total background Mbit/s, Jain index\n");
+    let mut s = format!(
+        "N_web = {}, {} s; per phase (active flows): total background Mbit/s, Jain index\n",
+        base.web[0].max_pages.unwrap_or_default(),
+        tidy(base.duration.as_secs_f64())
+    );
     let none = &out[0];
     let avail: Vec<f64> =
         phases.iter().map(|&(a, b, _)| 50.0 * 1460.0 / 1500.0 - super::mean_between(&none.web, a, b)).collect();
@@ -491,7 +519,13 @@ fn fig14(dir: &Path) -> Result<String> {
     let labels: Vec<&str> = std::iter::once("none").chain(ctrls.iter().map(|c| c.label)).collect();
     let mut cdf = String::from("background,page_time_s,cdf\n");
     let mut series = Vec::new();
-    let mut s = String::from("ImTCP §4.3 network (50 Mbit/s, 90 ms, 50 web clients), 500 s, seed 1\n");
+    let (link, _) = bottleneck_settings(&base)?;
+    let mut s = format!(
+        "ImTCP §4.3 network ({link}, {} web clients), {} s, seed {}\n",
+        base.web[0].count,
+        tidy(base.duration.as_secs_f64()),
+        seeds[0]
+    );
     let _ = writeln!(
         s,
         "{:<18} {:>8} {:>10} {:>8} {:>8} {:>8}",
