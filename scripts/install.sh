@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything headroom needs on Debian 12 (run as root), builds and installs the
-# `headroom` binary, then runs the main job on the built-in scenario.
+# `headroom` binary, then runs the main job: `headroom demo` (simulated, no root, under a minute).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,5 +39,5 @@ cargo install --quiet --locked --path crates/cli --root "${HEADROOM_PREFIX:-$HOM
 bin="${HEADROOM_PREFIX:-$HOME/.cargo}/bin/headroom"
 echo "installed $bin"
 echo
-echo "== headroom sim run (built-in dumbbell scenario) =="
-"$bin" sim run --out "${HEADROOM_OUT:-out/dumbbell}"
+echo "== headroom demo (simulated paths: available-bandwidth estimates and a background transfer) =="
+"$bin" demo --out "${HEADROOM_OUT:-out/demo}"

@@ -93,7 +93,7 @@ fn register(c: Controller, ledbat_target: Option<Duration>) -> Result<Registered
     headroom_bpf::load(c, &opts).map_err(anyhow::Error::new)
 }
 
-fn cpu_time() -> Duration {
+pub(crate) fn cpu_time() -> Duration {
     // SAFETY: getrusage into a zeroed struct.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };

@@ -5,11 +5,13 @@ use clap::{Parser, Subcommand};
 mod cc;
 mod cc_bench;
 mod crosscheck;
+mod demo;
 mod outdir;
 mod plot;
 mod probe;
 mod probe_bench;
 mod probe_monitor;
+mod probe_watch;
 mod proxy;
 mod proxy_bench;
 mod proxy_fig3;
@@ -32,6 +34,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// What headroom is for, in under a minute on simulated paths (no root): available-bandwidth estimates against the truth, a background transfer in the spare bandwidth; writes a report.
+    Demo(demo::DemoArgs),
     /// Packet-level simulation of a scenario file.
     #[command(subcommand)]
     Sim(sim::SimCmd),
@@ -75,6 +79,7 @@ fn main() {
     }
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::Demo(a) => demo::run(a),
         Cmd::Sim(c) => sim::run(c),
         Cmd::Reproduce(a) => reproduce::run(a),
         Cmd::Testbed(c) => testbed::run(c),

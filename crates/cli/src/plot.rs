@@ -71,6 +71,12 @@ impl Series {
         Series::new(label, lower, Mark::Band { upper })
     }
 
+    /// A band between two edges drawn point by point, e.g. the spread over seeds of a CDF
+    /// (the lowest and the highest seed's value at each cumulative fraction).
+    pub fn band_between(label: impl Into<String>, lower: Vec<(f64, f64)>, upper: Vec<(f64, f64)>) -> Series {
+        Series::new(label, lower, Mark::Band { upper })
+    }
+
     /// The same series in palette colour `k`.
     pub fn colour(mut self, k: usize) -> Series {
         self.colour = Some(k);

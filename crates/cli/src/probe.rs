@@ -22,6 +22,7 @@ fn method_arg(s: &str) -> Result<Method, String> {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("monitor").multiple(true).args(["interval", "watch"])))]
 pub struct ProbeArgs {
     /// Server address HOST[:PORT] (default port 7447).
     pub target: String,
@@ -57,9 +58,14 @@ pub struct ProbeArgs {
     /// from a train designed around the last estimate.
     #[arg(long, value_parser = parse_positive::<Dur>)]
     pub interval: Option<Dur>,
-    /// Estimates to make with --interval (default: until interrupted).
-    #[arg(long, requires = "interval", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Estimates to make with --interval or --watch (default: until interrupted).
+    #[arg(long, requires = "monitor", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
+    /// Monitor with a live view in the terminal (works over SSH): the estimate, the probed
+    /// range and the bounds over time, and a table of the latest estimates; q, Esc or Ctrl-C
+    /// quits. One estimate every --interval (default 1s).
+    #[arg(long, conflicts_with_all = ["json", "json_stream", "instbw"])]
+    pub watch: bool,
     /// One compact JSON object per estimate on its own line, flushed at once (for a monitoring
     /// system); an estimate that failed is a line with "error".
     #[arg(long, conflicts_with = "instbw")]
@@ -335,7 +341,7 @@ pub fn run_probe(a: ProbeArgs) -> anyhow::Result<()> {
         realtime()?;
     }
     let opts = probe_options(&a);
-    if a.interval.is_some() || a.json_stream {
+    if a.interval.is_some() || a.json_stream || a.watch {
         return crate::probe_monitor::run(&a, &opts);
     }
     let e = estimate(&a.target, &opts).with_context(|| format!("probing {}", a.target))?;

@@ -40,6 +40,11 @@ pub struct ProxyBenchArgs {
     /// Proxy worker threads.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Kernel congestion control of every socket of the throughput runs, direct and through
+    /// the proxies (the senders', the sinks' and both legs of the proxies': `--cc`); default:
+    /// the system's. Same for both sides of each comparison.
+    #[arg(long)]
+    pub cc: Option<String>,
     /// One JSON object on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -47,6 +52,53 @@ pub struct ProxyBenchArgs {
     /// in the same interleaved runs: a before/after comparison on a noisy machine.
     #[arg(long)]
     pub compare: Option<std::path::PathBuf>,
+    /// Where the throughput runs' threads run on the machine's CPUs (direct and relayed alike).
+    #[arg(long, value_enum, default_value = "none")]
+    pub pin: Pin,
+}
+
+/// CPU placement of the throughput runs. On loopback the sender's copy into the kernel and the
+/// sink's copy out of it are the bulk of the work; whether they run on one core (the sink
+/// copies cache-hot data) or on two (every byte crosses between the cores' caches, as between
+/// two hosts) changes the cost per byte several-fold, so the comparison states its placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pin {
+    /// The scheduler places everything.
+    None,
+    /// Senders on CPU 0, sinks on CPU 1 (the two ends apart, as two hosts), the proxy unpinned.
+    Split,
+    /// Senders, sinks and the proxy all on CPU 0.
+    One,
+}
+
+impl Pin {
+    /// (senders' CPU, sinks' CPU, proxy's CPU).
+    fn cpus(self) -> (Option<usize>, Option<usize>, Option<usize>) {
+        match self {
+            Pin::None => (None, None, None),
+            Pin::Split => (Some(0), Some(1), None),
+            Pin::One => (Some(0), Some(0), Some(0)),
+        }
+    }
+}
+
+/// The sinks' CPU (+1; 0: unpinned), read by each sink thread as it starts.
+static SINK_CPU: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Restricts the calling thread (pid 0) or process `pid` to `cpu`.
+fn pin_to(pid: libc::pid_t, cpu: Option<usize>) -> std::io::Result<()> {
+    let Some(cpu) = cpu else { return Ok(()) };
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// The proxy under test, a child `headroom proxy` process.
@@ -56,19 +108,26 @@ struct ProxyProc {
 }
 
 impl ProxyProc {
-    fn start(to: SocketAddr, mode: &str, threads: usize) -> anyhow::Result<ProxyProc> {
-        ProxyProc::start_bin(&std::env::current_exe()?, to, mode, threads)
+    fn start(to: SocketAddr, mode: &str, a: &ProxyBenchArgs) -> anyhow::Result<ProxyProc> {
+        ProxyProc::start_bin(&std::env::current_exe()?, to, mode, a)
     }
-    fn start_bin(exe: &std::path::Path, to: SocketAddr, mode: &str, threads: usize) -> anyhow::Result<ProxyProc> {
+    fn start_bin(exe: &std::path::Path, to: SocketAddr, mode: &str, a: &ProxyBenchArgs) -> anyhow::Result<ProxyProc> {
+        let threads = a.threads;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        let child = Command::new(exe)
-            .args(["proxy", "--listen", &addr.to_string(), "--to", &to.to_string(), "--mode", mode])
+        let mut cmd = Command::new(exe);
+        cmd.args(["proxy", "--listen", &addr.to_string(), "--to", &to.to_string(), "--mode", mode])
             .args(["--threads", &threads.to_string(), "--max-conns", "1000000", "--max-per-source", "1000000"])
+            .args(a.cc.iter().flat_map(|cc| ["--cc", cc.as_str()]))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting the proxy")?;
+            .stderr(Stdio::null());
+        let cpu = a.pin.cpus().2;
+        // SAFETY: the closure only makes one syscall (async-signal-safe) in the child before exec;
+        // the affinity is inherited by every thread the proxy starts.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || pin_to(0, cpu));
+        }
+        let child = cmd.spawn().context("starting the proxy")?;
         let mut p = ProxyProc { child, addr };
         let t = Instant::now();
         while TcpStream::connect(addr).is_err() {
@@ -124,6 +183,7 @@ fn server(f: fn(TcpStream)) -> anyhow::Result<SocketAddr> {
 }
 
 fn sink(mut s: TcpStream) {
+    let _ = pin_to(0, SINK_CPU.load(Relaxed).checked_sub(1));
     let mut b = vec![0; 1 << 18];
     while matches!(s.read(&mut b), Ok(n) if n > 0) {}
 }
@@ -142,15 +202,39 @@ fn hold(mut s: TcpStream) {
     let _ = s.read(&mut [0; 1]);
 }
 
-/// Sends as fast as possible over `conns` connections to `to` for `run`; returns Gbit/s.
-fn throughput(to: SocketAddr, conns: usize, run: Duration) -> anyhow::Result<f64> {
+/// One throughput run's figures, all over the same counting window.
+struct Sample {
+    gbps: f64,
+    /// CPU seconds per GB moved of this process: the senders and the sinks, and on loopback
+    /// the kernel's receive processing that runs in their context.
+    bench_s_per_gb: f64,
+    /// The same for the proxy process (0 for direct runs).
+    proxy_s_per_gb: f64,
+    /// The proxy's cores per Gbit/s.
+    proxy_cores_per_gbps: f64,
+}
+
+/// Sends as fast as possible over `conns` connections to `to` for `run`; `proxy` is the proxy
+/// the connections go through (None: direct), whose CPU time is counted too.
+fn throughput(
+    to: SocketAddr,
+    conns: usize,
+    run: Duration,
+    cc: Option<&str>,
+    pin: Pin,
+    proxy: Option<&ProxyProc>,
+) -> anyhow::Result<Sample> {
     let stop = Arc::new(AtomicBool::new(false));
     let bytes = Arc::new(AtomicU64::new(0));
     let mut hs = Vec::new();
     for _ in 0..conns {
         let mut s = TcpStream::connect(to)?;
+        if let Some(cc) = cc {
+            headroom_proxy::sock::set_congestion(&s, cc).with_context(|| format!("congestion control {cc:?}"))?;
+        }
         let (stop, bytes) = (stop.clone(), bytes.clone());
         hs.push(thread::spawn(move || {
+            let _ = pin_to(0, pin.cpus().0);
             let b = vec![0x5a; 1 << 20];
             while !stop.load(Relaxed) {
                 match s.write(&b) {
@@ -161,16 +245,24 @@ fn throughput(to: SocketAddr, conns: usize, run: Duration) -> anyhow::Result<f64
             let _ = s.shutdown(Shutdown::Write);
         }));
     }
+    let proxy_cpu = || proxy.map_or(Ok(0.0), |p| p.cpu_s());
     // Count from a warmed-up start.
     thread::sleep(Duration::from_millis(100));
-    let (b0, t0) = (bytes.load(Relaxed), Instant::now());
+    let (b0, t0, c0, p0) = (bytes.load(Relaxed), Instant::now(), crate::cc_bench::cpu_time(), proxy_cpu()?);
     thread::sleep(run);
-    let (b1, t1) = (bytes.load(Relaxed), t0.elapsed());
+    let (b1, t1, c1, p1) = (bytes.load(Relaxed), t0.elapsed(), crate::cc_bench::cpu_time(), proxy_cpu()?);
     stop.store(true, Relaxed);
     for h in hs {
         let _ = h.join();
     }
-    Ok((b1 - b0) as f64 * 8.0 / t1.as_secs_f64() / 1e9)
+    let gb = (b1 - b0).max(1) as f64 / 1e9;
+    let gbps = gb * 8.0 / t1.as_secs_f64();
+    Ok(Sample {
+        gbps,
+        bench_s_per_gb: (c1 - c0).as_secs_f64() / gb,
+        proxy_s_per_gb: (p1 - p0) / gb,
+        proxy_cores_per_gbps: (p1 - p0) / t1.as_secs_f64() / gbps,
+    })
 }
 
 /// Median round-trip time of 64-byte messages, µs.
@@ -201,17 +293,35 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Throughput direct and through splice and copy proxies, interleaved; medians and the
-/// proxies' CPU seconds per Gbit.
+/// Medians of one path's throughput runs.
+#[derive(Clone, Copy)]
+struct PathResult {
+    gbps: f64,
+    /// Cores per Gbit/s of the proxy process.
+    proxy_cpu: f64,
+    /// CPU seconds per GB of the whole path: senders, sinks and proxy.
+    path_s_per_gb: f64,
+    /// Median over the interleaved rounds of this path's Gbit/s over direct's in the same round.
+    fraction: f64,
+}
+
+/// Throughput direct and through splice and copy proxies, interleaved.
 struct ThroughputResult {
-    direct: f64,
-    splice: f64,
-    copy: f64,
-    /// Proxy CPU seconds per second per Gbit/s (cores per Gbit/s), splice and copy.
-    splice_cpu: f64,
-    copy_cpu: f64,
-    /// The --compare binary's splice proxy: (Gbit/s, cores per Gbit/s).
-    compare: Option<(f64, f64)>,
+    direct: PathResult,
+    splice: PathResult,
+    copy: PathResult,
+    /// The --compare binary's splice proxy.
+    compare: Option<PathResult>,
+}
+
+fn summarise(v: &[(Sample, f64)]) -> PathResult {
+    let med = |f: &dyn Fn(&(Sample, f64)) -> f64| median(&mut v.iter().map(f).collect::<Vec<_>>());
+    PathResult {
+        gbps: med(&|x| x.0.gbps),
+        proxy_cpu: med(&|x| x.0.proxy_cores_per_gbps),
+        path_s_per_gb: med(&|x| x.0.bench_s_per_gb + x.0.proxy_s_per_gb),
+        fraction: med(&|x| x.1),
+    }
 }
 
 fn throughput_set(
@@ -223,30 +333,36 @@ fn throughput_set(
     a: &ProxyBenchArgs,
 ) -> anyhow::Result<ThroughputResult> {
     let run = Duration::from_nanos(a.run.as_nanos());
-    let (mut d, mut s, mut c, mut sc, mut cc) = (vec![], vec![], vec![], vec![], vec![]);
-    let (mut o, mut oc) = (vec![], vec![]);
+    let cc = a.cc.as_deref();
+    let (mut d, mut s, mut c, mut o) = (vec![], vec![], vec![], vec![]);
     for _ in 0..a.repeat {
-        d.push(throughput(sinkaddr, conns, run)?);
-        let mut procs = vec![(splice, &mut s, &mut sc), (copy, &mut c, &mut cc)];
+        let direct = throughput(sinkaddr, conns, run, cc, a.pin, None)?;
+        let g = direct.gbps;
+        d.push((direct, 1.0));
+        let mut procs = vec![(splice, &mut s), (copy, &mut c)];
         if let Some(p) = compare {
-            procs.push((p, &mut o, &mut oc));
+            procs.push((p, &mut o));
         }
-        for (p, v, cpu) in procs {
-            let (c0, t0) = (p.cpu_s()?, Instant::now());
-            let g = throughput(p.addr, conns, run)?;
-            let cores = (p.cpu_s()? - c0) / t0.elapsed().as_secs_f64();
-            v.push(g);
-            cpu.push(cores / g);
+        for (p, v) in procs {
+            let x = throughput(p.addr, conns, run, cc, a.pin, Some(p))?;
+            let f = x.gbps / g;
+            v.push((x, f));
         }
     }
     Ok(ThroughputResult {
-        direct: median(&mut d),
-        splice: median(&mut s),
-        copy: median(&mut c),
-        splice_cpu: median(&mut sc),
-        copy_cpu: median(&mut cc),
-        compare: compare.map(|_| (median(&mut o), median(&mut oc))),
+        direct: summarise(&d),
+        splice: summarise(&s),
+        copy: summarise(&c),
+        compare: compare.map(|_| summarise(&o)),
     })
+}
+
+/// The 1-minute load average (/proc/loadavg), to quote beside the figures.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// The kernel's TCP memory in pages (/proc/net/sockstat "TCP: ... mem N").
@@ -290,20 +406,26 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
     if a.repeat == 0 || a.connections == 0 || a.round_trips == 0 {
         bail!("--repeat, --connections and --round-trips must be positive");
     }
+    if let Some(cc) = &a.cc {
+        let probe = TcpListener::bind("127.0.0.1:0")?;
+        headroom_proxy::sock::set_congestion(&probe, cc)
+            .with_context(|| format!("--cc {cc:?}: not a congestion control available here"))?;
+    }
     let nofile = headroom_proxy::sock::raise_nofile_limit()?;
     if a.idle > 0 && (a.idle as u64) * 2 + 500 > nofile {
         bail!("--idle {} needs {} file descriptors here (limit {nofile}); lower it", a.idle, a.idle * 2 + 500);
     }
+    SINK_CPU.store(a.pin.cpus().1.map_or(0, |c| c + 1), Relaxed);
     let sinkaddr = server(sink)?;
     let echoaddr = server(echo)?;
     let holdaddr = server(hold)?;
-    let (ps, pc) = (ProxyProc::start(sinkaddr, "splice", a.threads)?, ProxyProc::start(sinkaddr, "copy", a.threads)?);
-    let po = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, sinkaddr, "splice", a.threads)).transpose()?;
+    let (ps, pc) = (ProxyProc::start(sinkaddr, "splice", &a)?, ProxyProc::start(sinkaddr, "copy", &a)?);
+    let po = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, sinkaddr, "splice", &a)).transpose()?;
     let single = throughput_set(sinkaddr, &ps, &pc, po.as_ref(), 1, &a)?;
     let many = throughput_set(sinkaddr, &ps, &pc, po.as_ref(), a.connections, &a)?;
     drop((ps, pc, po));
-    let pe = ProxyProc::start(echoaddr, "splice", a.threads)?;
-    let peo = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, echoaddr, "splice", a.threads)).transpose()?;
+    let pe = ProxyProc::start(echoaddr, "splice", &a)?;
+    let peo = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, echoaddr, "splice", &a)).transpose()?;
     let (mut ld, mut lp, mut lo) = (vec![], vec![], vec![]);
     for _ in 0..a.repeat {
         ld.push(latency(echoaddr, a.round_trips / a.repeat.max(1))?);
@@ -316,25 +438,28 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
     let (lat_direct, lat_proxy) = (median(&mut ld), median(&mut lp));
     let lat_compare = (!lo.is_empty()).then(|| median(&mut lo));
     let idle = if a.idle > 0 {
-        let ph = ProxyProc::start(holdaddr, "splice", a.threads)?;
+        let ph = ProxyProc::start(holdaddr, "splice", &a)?;
         Some(idle_memory(&ph, a.idle)?)
     } else {
         None
     };
+    let path_json = |r: &PathResult| {
+        json!({"gbps": r.gbps, "fraction_of_direct": r.fraction, "proxy_cores_per_gbps": r.proxy_cpu,
+               "path_cpu_s_per_gb": r.path_s_per_gb})
+    };
+    let set_json = |t: &ThroughputResult, n: usize| {
+        json!({"connections": n, "direct": path_json(&t.direct), "splice": path_json(&t.splice),
+               "copy": path_json(&t.copy), "compare_splice": t.compare.as_ref().map(path_json)})
+    };
     let v = json!({
-        "run_s": a.run.as_secs_f64(), "repeat": a.repeat, "threads": a.threads,
-        "single": {"direct_gbps": single.direct, "splice_gbps": single.splice, "copy_gbps": single.copy,
-                   "splice_fraction": single.splice / single.direct, "copy_fraction": single.copy / single.direct,
-                   "splice_cores_per_gbps": single.splice_cpu, "copy_cores_per_gbps": single.copy_cpu},
-        "aggregate": {"connections": a.connections, "direct_gbps": many.direct, "splice_gbps": many.splice,
-                      "copy_gbps": many.copy, "splice_fraction": many.splice / many.direct,
-                      "copy_fraction": many.copy / many.direct,
-                      "splice_cores_per_gbps": many.splice_cpu, "copy_cores_per_gbps": many.copy_cpu},
+        "run_s": a.run.as_secs_f64(), "repeat": a.repeat, "threads": a.threads, "cc": a.cc,
+        "pin": format!("{:?}", a.pin).to_lowercase(),
+        "load_average": load_average(),
+        "single": set_json(&single, 1),
+        "aggregate": set_json(&many, a.connections),
         "latency": {"direct_rtt_us": lat_direct, "proxy_rtt_us": lat_proxy, "added_rtt_us": lat_proxy - lat_direct,
                     "compare_rtt_us": lat_compare},
-        "compare": {"binary": a.compare.as_ref().map(|p| p.display().to_string()),
-                    "single_splice_gbps": single.compare.map(|c| c.0), "single_splice_cores_per_gbps": single.compare.map(|c| c.1),
-                    "aggregate_splice_gbps": many.compare.map(|c| c.0), "aggregate_splice_cores_per_gbps": many.compare.map(|c| c.1)},
+        "compare_binary": a.compare.as_ref().map(|p| p.display().to_string()),
         "idle": idle.map(|(rss, k, s)| json!({"connections": a.idle, "proxy_rss_bytes_per_conn": rss,
                                                 "kernel_tcp_bytes_per_conn": k, "open_s": s})),
     });
@@ -343,23 +468,39 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "proxy-bench: loopback, medians of {} interleaved runs of {} s, proxy {} thread(s)",
+        "proxy-bench: loopback, medians of {} interleaved runs of {} s, proxy {} thread(s), congestion control {}, pinning {:?}, load average {}",
         a.repeat,
         a.run.as_secs_f64(),
-        a.threads
+        a.threads,
+        a.cc.as_deref().unwrap_or("(system default)"),
+        a.pin,
+        load_average()
     );
+    println!("  Gbit/s, % of direct (median of per-round ratios), CPU seconds per GB of the whole path (senders, sinks, proxy), proxy cores per Gbit/s");
     for (name, r, n) in [("1 connection", &single, 1), ("aggregate", &many, a.connections)] {
+        let line = |label: &str, p: &PathResult| {
+            format!(
+                "{label} {:6.2} Gbit/s = {:5.1} %, path {:.3} CPU s/GB, proxy {:.3} cores per Gbit/s",
+                p.gbps,
+                100.0 * p.fraction,
+                p.path_s_per_gb,
+                p.proxy_cpu
+            )
+        };
         println!(
-            "{name:>13} ({n:>3} conn): direct {:6.2} Gbit/s | splice {:6.2} Gbit/s = {:5.1} % ({:.3} cores per Gbit/s) | copy {:6.2} Gbit/s = {:5.1} % ({:.3} cores per Gbit/s)",
-            r.direct, r.splice, 100.0 * r.splice / r.direct, r.splice_cpu, r.copy, 100.0 * r.copy / r.direct, r.copy_cpu
+            "{name:>13} ({n:>3} conn): direct {:6.2} Gbit/s, path {:.3} CPU s/GB",
+            r.direct.gbps, r.direct.path_s_per_gb
         );
-        if let Some((g, cpu)) = r.compare {
-            println!(
-                "{:>13}  --compare binary, splice: {g:6.2} Gbit/s = {:5.1} % ({cpu:.3} cores per Gbit/s)",
-                "",
-                100.0 * g / r.direct
-            );
+        println!("{:>22}{}", "", line("splice", &r.splice));
+        println!("{:>22}{}", "", line("copy  ", &r.copy));
+        if let Some(c) = &r.compare {
+            println!("{:>22}{}", "", line("--compare binary, splice", c));
         }
+        println!(
+            "{:>22}direct's path CPU per GB over splice's: {:.1} % (the fraction a CPU-bound relay can reach)",
+            "",
+            100.0 * r.direct.path_s_per_gb / r.splice.path_s_per_gb
+        );
     }
     println!(
         "      latency (64 B ping-pong, median RTT): direct {lat_direct:.1} µs, through one proxy {lat_proxy:.1} µs: added {:.1} µs per hop (round trip)",

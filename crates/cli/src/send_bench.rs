@@ -101,6 +101,11 @@ pub struct SendBenchArgs {
     /// Web clients of the web-like foreground (`--parts web`), each one page at a time.
     #[arg(long, default_value_t = 20)]
     pub web_clients: u32,
+    /// Rounds of the web part: each round runs the web alone, then beside each sender in turn,
+    /// and the page ratio is taken within its round; the table gives medians over rounds (the
+    /// web-alone page time drifts by ~15 % between single runs on a shared machine).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub runs: u32,
 }
 
 const PORT: u16 = 5301;
@@ -455,10 +460,27 @@ fn bg_senders(a: &SendBenchArgs) -> Result<(Vec<BgSender>, Vec<headroom_bpf::Reg
                 "send --background (headroom's rule, the default)",
                 ImtcpBgConfig::headroom(a.stream_len),
             )),
+            // δ = 1.2, the paper's second value (seed 000 Figs. 5-9): Eq. 4 acts at 20 % of
+            // RTT_min of queueing instead of 50 %.
+            "headroom-d12" => out.push(BgSender::ImtcpBg(
+                "send --background --delta 1.2",
+                ImtcpBgConfig { delta: 1.2, ..ImtcpBgConfig::headroom(a.stream_len) },
+            )),
+            // The same without the one-stream allowance over Ā·RTT_min (the floor keeps streams
+            // forming): does the allowance's standing queue cost the web its page time?
+            "headroom-d12-floor" => out.push(BgSender::ImtcpBg(
+                "send --background --delta 1.2, floor instead of allowance",
+                ImtcpBgConfig {
+                    delta: 1.2,
+                    measurement_allowance: None,
+                    measurement_floor: Some(n),
+                    ..ImtcpBgConfig::headroom(a.stream_len)
+                },
+            )),
             "cubic" | "reno" => out.push(BgSender::Kernel(format!("kernel {name}"), name.clone())),
             other => {
                 let Some(c) = headroom_bpf::Controller::parse(other) else {
-                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, cubic, reno, lp, ledbat, becc)")
+                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, headroom-d12, headroom-d12-floor, cubic, reno, lp, ledbat, becc)")
                 };
                 let unique = headroom_bpf::unique_name(c);
                 let opts = headroom_bpf::LoadOptions {
@@ -653,22 +675,42 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     let server = tb.spawn_in("s2", move || headroom_testbed::traffic::web_serve(listener, ws))?;
     let result: Result<String> = (|| {
         let link = a.rate.as_mbps();
-        let (page0, n0, web0) = web_run(tb, a)?;
+        let (senders, _registered, notes) = bg_senders(a)?;
+        // Per round: the web alone, then beside each sender; (page s, pages, Mbit/s).
+        let mut alone = Vec::new();
+        let mut with: Vec<Vec<(f64, usize, f64)>> = vec![Vec::new(); senders.len()];
+        for _ in 0..a.runs {
+            alone.push(web_run(tb, a)?);
+            for (i, bg) in senders.iter().enumerate() {
+                let ours = matches!(bg, BgSender::ImtcpBg(..));
+                let bt = spawn_send(tb, "s1", "r1", bg.options(a), ours)?;
+                let (page, n, _) = web_run(tb, a)?;
+                with[i].push((page, n, join_send(bt)?.rate.as_mbps()));
+            }
+        }
+        let med = |v: Vec<f64>| median(&v).unwrap_or(f64::NAN);
+        let page0 = med(alone.iter().map(|r| r.0).collect());
+        let web0 = med(alone.iter().map(|r| r.2).collect());
+        let n0: usize = alone.iter().map(|r| r.1).sum();
         let leftover = (link - web0).max(0.0);
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "== web foreground: {} clients, {WEB_OBJECTS} objects/page, Pareto {WEB_SHAPE} mean {} KB, think {} s (ImTCP §4.3), {} s per run, {} bottleneck",
+            "== web foreground: {} clients, {WEB_OBJECTS} objects/page, Pareto {WEB_SHAPE} mean {} KB, think {} s (ImTCP §4.3), {} s per run, {} bottleneck, {} round{}",
             a.web_clients,
             WEB_OBJECT_MEAN / 1000,
             WEB_THINK_MS as f64 / 1000.0,
             a.seconds,
-            a.rate
+            a.rate,
+            a.runs,
+            if a.runs == 1 { "" } else { "s (medians over rounds; ratios within each round)" }
         );
+        let pages_alone: Vec<String> = alone.iter().map(|r| format!("{:.1}", r.0 * 1000.0)).collect();
         let _ = writeln!(
             s,
-            "web alone: mean page time {:.1} ms over {n0} pages, {web0:.2} Mbit/s; leftover {leftover:.2} Mbit/s",
-            page0 * 1000.0
+            "web alone: mean page time {:.1} ms (rounds: {}) over {n0} pages, {web0:.2} Mbit/s; leftover {leftover:.2} Mbit/s",
+            page0 * 1000.0,
+            pages_alone.join(", ")
         );
         let _ = writeln!(
             s,
@@ -681,13 +723,13 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             "% leftover",
             w = LABEL_WIDTH
         );
-        let (senders, _registered, notes) = bg_senders(a)?;
-        for bg in senders {
-            let ours = matches!(bg, BgSender::ImtcpBg(..));
-            let bt = spawn_send(tb, "s1", "r1", bg.options(a), ours)?;
-            let (page, n, _) = web_run(tb, a)?;
-            let bgr = join_send(bt)?.rate.as_mbps();
-            let (ratio, used) = (page / page0, bgr / leftover);
+        for (bg, rounds) in senders.iter().zip(&with) {
+            let page = med(rounds.iter().map(|r| r.0).collect());
+            let n: usize = rounds.iter().map(|r| r.1).sum();
+            let ratio = med(rounds.iter().zip(&alone).map(|(r, a0)| r.0 / a0.0).collect());
+            let bgr = med(rounds.iter().map(|r| r.2).collect());
+            let used =
+                med(rounds.iter().zip(&alone).map(|(r, a0)| r.2 / (link - a0.2).max(f64::MIN_POSITIVE)).collect());
             let yes = |b: bool| if b { "met" } else { "MISSED" };
             let _ = writeln!(
                 s,
@@ -702,6 +744,14 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
                 yes(used >= 0.80),
                 w = LABEL_WIDTH
             );
+            if a.runs > 1 {
+                let per: Vec<String> = rounds
+                    .iter()
+                    .zip(&alone)
+                    .map(|(r, a0)| format!("{:.3}/{:.0}%", r.0 / a0.0, r.2 / (link - a0.2) * 100.0))
+                    .collect();
+                let _ = writeln!(s, "{:<w$}   rounds (page ratio/% leftover): {}", "", per.join("  "), w = LABEL_WIDTH);
+            }
         }
         for n in notes {
             let _ = writeln!(s, "{n}");

@@ -237,7 +237,13 @@ fn report_text(r: &TransferReport) -> String {
         s += &format!(", {} retransmits", r.retransmits);
         match r.received {
             Some(t) => s += &format!("; receiver got {} B", t.payload),
-            None => s += "; no account from the receiver",
+            // Only a stop while waiting for the receiver's trailer leaves it out (through
+            // split-TCP proxies that wait lasts until their buffered data has arrived).
+            None => {
+                s += "; no account from the receiver: interrupted while waiting for it (it comes when the \
+                      receiver has got every byte, later than the last byte sent when proxies on the path \
+                      buffer data)"
+            }
         }
     }
     if r.verified {

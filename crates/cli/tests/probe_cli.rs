@@ -147,3 +147,58 @@ fn json_stream_writes_one_flushed_line_per_estimate() {
     assert!(!headroom(&["probe", addr.as_str(), "--count", "2"]).status.success());
     assert!(!headroom(&["probe", addr.as_str(), "--json", "--json-stream"]).status.success());
 }
+
+#[test]
+fn watch_refuses_a_stdout_that_is_not_a_terminal() {
+    // Output::stdout is a pipe. Nothing needs to listen: the view is refused before probing.
+    fails_with(&["probe", "127.0.0.1:7447", "--watch"], "stdout is not one; record estimates with --json-stream");
+    fails_with(&["probe", "127.0.0.1:7447", "--watch", "--json-stream"], "cannot be used with");
+}
+
+/// `--watch` in a pseudo-terminal (util-linux `script`), against a loopback server: it takes the
+/// alternate screen, draws the view, stops after --count and gives the terminal back, leaving the
+/// last estimate and a summary on the normal screen.
+#[test]
+fn watch_draws_live_and_gives_the_terminal_back() {
+    if Command::new("script").arg("--version").output().is_err() {
+        if std::env::var_os("CI").is_some() {
+            panic!("util-linux `script` is needed for the --watch test under CI");
+        }
+        eprintln!("SKIP: no util-linux `script` to make a pseudo-terminal");
+        return;
+    }
+    let server = serve();
+    let cmd = format!(
+        "stty cols 120 rows 40; exec {} probe {} --bmax 6Mbps --watch --interval 300ms --count 3",
+        env!("CARGO_BIN_EXE_headroom"),
+        server.local_addr()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TERM", "xterm-256color")
+        .output()
+        .expect("run script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = |seq: &[u8]| out.stdout.windows(seq.len()).rposition(|w| w == seq);
+    let enter = at(b"\x1b[?1049h").unwrap_or_else(|| panic!("never took the alternate screen: {text:?}"));
+    let leave = at(b"\x1b[?1049l").unwrap_or_else(|| panic!("never gave the terminal back: {text:?}"));
+    assert!(enter < leave);
+    // The screen as the terminal showed it just before the view closed.
+    let mut term = vt100::Parser::new(40, 120, 0);
+    term.process(&out.stdout[..leave]);
+    let screen = term.screen().contents();
+    for want in [
+        "headroom probe --watch",
+        "available bandwidth over time",
+        "latest estimates",
+        "pathquick → 127.0.0.1",
+        "3 estimates",
+    ] {
+        assert!(screen.contains(want), "the view lacks {want:?}:\n{screen}");
+    }
+    // Three rows in the table, newest first.
+    let rows: Vec<&str> = screen.lines().filter(|l| l.starts_with('#')).map(|l| &l[..2]).collect();
+    assert_eq!(rows, ["#2", "#1", "#0"], "{screen}");
+    let after = String::from_utf8_lossy(&out.stdout[leave..]);
+    assert!(after.contains("headroom probe --watch: 3 estimates in"), "no summary after the view: {after:?}");
+}

@@ -8,31 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn run(out: &Path, threads: &str, names: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .args(["reproduce", "--report", "--out", out.to_str().unwrap()])
-        .args(names)
-        .env("RAYON_NUM_THREADS", threads)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
+    let args = [&["reproduce", "--report", "--out", out.to_str().unwrap()], names].concat();
+    common::headroom(&args, threads)
 }
+
+mod common;
 
 /// Every file below `dir` (relative path -> bytes), the report's own files left out.
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if !p.file_name().unwrap().to_string_lossy().starts_with("report.") {
-                out.insert(p.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
+    common::files(dir, |name| !name.starts_with("report."))
 }
 
 /// The numbers of the report's claim rows for `quantity` (the `headroom` column of report.md).
@@ -86,7 +70,25 @@ fn report_numbers_are_the_csv_values(dir: &Path, md: &str) {
         "BECC rate 0.5-10 s, UDP on (paper: t_msrd_th; ours: throughput) (Mb/s)",
         rate.iter().sum::<f64>() / rate.len() as f64,
     );
-    for (quantity, value) in expect.into_iter().chain([becc]) {
+    // BECC Fig. 13: the second flow's mean 1-s throughput over the first's, 5 s < t <= 60 s.
+    let trace = std::fs::read_to_string(dir.join("becc-fig13/trace.csv")).unwrap();
+    let flow_mean = |flow: &str| {
+        let v: Vec<f64> = trace
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[1] == flow && f[2] == "throughput_bps")
+            .filter(|f| f[0].parse::<f64>().is_ok_and(|t| t > 5.0 && t <= 60.0))
+            .map(|f| f[3].parse::<f64>().unwrap())
+            .collect();
+        assert!(v.len() > 100, "{flow}: {} samples", v.len());
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let two = (
+        "second / first flow's throughput 5-60 s (ratio; paper: both transfer stably)",
+        flow_mean("becc2") / flow_mean("becc1"),
+    );
+    for (quantity, value) in expect.into_iter().chain([becc, two]) {
         let got = claimed(md, quantity);
         assert_eq!(got.len(), 1, "{quantity}: {got:?}");
         assert!(same_number(&got[0], value), "{quantity}: report {} but the CSV gives {value}", got[0]);
@@ -168,7 +170,7 @@ const d = document.createElement('pre'); d.id = 'render-check'; d.textContent = 
 fn one_or_two_threads_give_the_same_files_and_the_report_has_every_figure() {
     let tmp = std::env::temp_dir().join(format!("headroom-report-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    let names = ["becc-fig2", "becc-fig12", "pathquick-fig6"];
+    let names = ["becc-fig2", "becc-fig12", "becc-fig13", "pathquick-fig6"];
     let (a, b) = (tmp.join("t1"), tmp.join("t2"));
     let out1 = run(&a, "1", &names);
     run(&b, "2", &names);

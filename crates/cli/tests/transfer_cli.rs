@@ -1,7 +1,9 @@
 //! `headroom send`/`recv` on loopback: SIGINT prints the partial report and exits 0; errors
-//! exit 1 with a message; `--json-stream` is one JSON object per line.
+//! exit 1 with a message; `--json-stream` is one JSON object per line; the account
+//! comes after data held on the path (a SIGINT while waiting for it says so).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -76,4 +78,81 @@ fn refused_connection_and_congestion_control_exit_1_with_a_message() {
     assert!(err.contains("no-such-cc") && err.contains("not available"), "{err}");
     signal(&r, libc::SIGINT);
     assert!(wait(r, Duration::from_secs(5)).status.success());
+}
+
+// The sender's account from the receiver when data is held on the path after the sender's last
+// byte (issue 16: through split-TCP proxies `send` printed "no account from the receiver"). The
+// relay below forwards the first bytes of the transfer, then holds the rest, as a proxy in
+// front of a slow segment holds what it has acknowledged; the sender has written everything
+// and waits for the receiver's trailer meanwhile.
+
+/// A one-connection relay to `to` that forwards `first` bytes toward the receiver, then holds
+/// the rest for `hold` before forwarding it; the reverse direction is not held.
+fn holding_relay(to: String, first: usize, hold: Duration) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut u = TcpStream::connect(to).unwrap();
+        let (mut c2, mut u2) = (c.try_clone().unwrap(), u.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut u2, &mut c2);
+            let _ = c2.shutdown(Shutdown::Write);
+        });
+        let mut b = vec![0u8; 1024];
+        let (mut moved, mut held) = (0, false);
+        loop {
+            let n = match c.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if u.write_all(&b[..n]).is_err() {
+                break;
+            }
+            moved += n;
+            if moved >= first && !held {
+                held = true;
+                std::thread::sleep(hold);
+            }
+        }
+        let _ = u.shutdown(Shutdown::Write);
+    });
+    addr
+}
+
+fn run_send(to: &str, interrupt_after: Option<Duration>) -> (String, Duration) {
+    let t0 = Instant::now();
+    let c = bin().args(["send", to, "--bytes", "40KB", "--interval", "0"]).stdout(Stdio::piped()).spawn().unwrap();
+    if let Some(d) = interrupt_after {
+        std::thread::sleep(d);
+        signal(&c, libc::SIGINT);
+    }
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), t0.elapsed())
+}
+
+#[test]
+fn the_account_comes_when_the_held_data_has_arrived() {
+    let (mut r, addr) = recv();
+    let relay = holding_relay(addr, 4096, Duration::from_secs(3));
+    let (text, took) = run_send(&relay, None);
+    assert!(text.contains("receiver got 40000 B"), "{text}");
+    assert!(took >= Duration::from_secs(3), "the account came before the held data: {took:?} {text}");
+    signal(&r, libc::SIGTERM);
+    r.wait().unwrap();
+}
+
+#[test]
+fn interrupted_while_waiting_for_the_account_says_so() {
+    let (mut r, addr) = recv();
+    let relay = holding_relay(addr, 4096, Duration::from_secs(6));
+    // The sender's last byte is written at once; 3.5 s later it still waits (the relay holds
+    // the data for 6 s), and a SIGINT after 2 s of waiting gives up on the account.
+    let (text, took) = run_send(&relay, Some(Duration::from_millis(3500)));
+    assert!(text.contains("sent 40000 B"), "{text}");
+    assert!(text.contains("no account from the receiver: interrupted while waiting for it"), "{text}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    signal(&r, libc::SIGTERM);
+    r.wait().unwrap();
 }

@@ -58,7 +58,8 @@ fn web_foreground_pages_finish_beside_the_background_sender() {
     if !headroom_testbed::testbed_available_for_test() {
         return;
     }
-    let out = bench(&["--parts", "web", "--seconds", "3", "--senders", "headroom", "--web-clients", "5"]);
+    let out =
+        bench(&["--parts", "web", "--seconds", "3", "--senders", "headroom", "--web-clients", "5", "--runs", "2"]);
     let alone = out.lines().find(|l| l.starts_with("web alone:")).unwrap_or_else(|| panic!("{out}"));
     let pages: u64 = alone.split(" over ").nth(1).and_then(|t| t.split(' ').next()).unwrap().parse().unwrap();
     assert!(pages >= 5, "{out}");
@@ -66,4 +67,11 @@ fn web_foreground_pages_finish_beside_the_background_sender() {
     let t: Vec<&str> = row[62..].split_whitespace().collect();
     let (page_ms, n, ratio): (f64, u64, f64) = (t[0].parse().unwrap(), t[1].parse().unwrap(), t[2].parse().unwrap());
     assert!(page_ms > 0.0 && n >= 5 && ratio.is_finite() && ratio > 0.0, "{out}");
+    // Two rounds: the web alone twice, and the sender's two per-round ratios under its row.
+    assert!(
+        alone.split("(rounds: ").nth(1).is_some_and(|r| r.split(')').next().unwrap().split(", ").count() == 2),
+        "{out}"
+    );
+    let rounds = out.lines().find(|l| l.contains("rounds (page ratio/% leftover):")).unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(rounds.split(':').nth(1).unwrap().split_whitespace().count(), 2, "{out}");
 }

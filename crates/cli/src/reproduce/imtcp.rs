@@ -585,6 +585,7 @@ fn imtcp_web(dir: &Path) -> Result<String> {
         let mut tputs = Vec::new();
         let mut timeouts = Vec::new();
         let mut times = Vec::new();
+        let mut per_seed = Vec::new();
         for seed in seeds {
             let (r, ins) = results.take()?;
             inset = inset.or(ins);
@@ -599,25 +600,36 @@ fn imtcp_web(dir: &Path) -> Result<String> {
             );
             tputs.push(r.flows[0].throughput_mbps);
             timeouts.push(r.flows[0].timeouts as f64);
+            per_seed.push(Sorted::new(t.clone()));
             times.extend(t);
         }
-        rows.push((label.clone(), tputs, timeouts, Sorted::new(times)));
+        rows.push((label.clone(), tputs, timeouts, Sorted::new(times), per_seed));
     }
     std::fs::write(dir.join("web.csv"), csv)?;
     let mut cdf = String::from("bulk,page_time_s,cdf\n");
     let mut series = Vec::new();
-    for (label, _, _, times) in &rows {
+    let mut bands = Vec::new();
+    for (k, (label, _, _, times, per_seed)) in rows.iter().enumerate() {
         let step = (times.len() / 400).max(1);
         let pts: Vec<(f64, f64)> =
             times.iter().enumerate().step_by(step).map(|(i, t)| (*t, (i + 1) as f64 / times.len() as f64)).collect();
         for p in &pts {
             let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
         }
-        series.push(Series::line(format!("web, bulk = {label}"), pts));
+        series.push(Series::line(format!("web, bulk = {label}"), pts).colour(k));
+        // The spread over seeds: at each cumulative fraction, the fastest and the slowest seed's
+        // page time (every 2 %).
+        let levels: Vec<f64> = (1..50).map(|i| f64::from(i) / 50.0).collect();
+        let edge = |pick: fn(f64, f64) -> f64| -> Vec<(f64, f64)> {
+            levels.iter().map(|&q| (per_seed.iter().map(|t| quantile(t, q)).fold(f64::NAN, pick), q)).collect()
+        };
+        let label = format!("bulk = {label}: spread of the {} seeds", per_seed.len());
+        bands.push(Series::band_between(label, edge(f64::min), edge(f64::max)).colour(k));
     }
+    series.extend(bands);
     std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
     let chart = Chart {
-        title: "(a) page download time CDF, 5 seeds pooled".into(),
+        title: "(a) page download time CDF, 5 seeds pooled, with the spread of the seeds".into(),
         x_label: "page download time (s, log scale)".into(),
         y_label: "cumulative fraction of pages".into(),
         series,
@@ -643,7 +655,7 @@ fn imtcp_web(dir: &Path) -> Result<String> {
         "{:<16} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8}  per seed (Mb/s)",
         "bulk flow", "paper", "Mb/s", "timeouts", "p50 (s)", "p90 (s)", "p99 (s)"
     );
-    for (k, (label, tputs, timeouts, times)) in rows.iter().enumerate() {
+    for (k, (label, tputs, timeouts, times, _)) in rows.iter().enumerate() {
         let paper = match k {
             0 => "25.2",
             1 => "23.1",

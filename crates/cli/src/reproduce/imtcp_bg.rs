@@ -90,7 +90,7 @@ fn peers() -> Vec<Bg> {
 
 /// Sets every bulk flow's controller; an ImTCP-based one gets ImTCP's buffer bounded by the
 /// 100 Mbit/s access link (as `scenarios/imtcp/web.toml`).
-fn set_background(sc: &mut Scenario, cc: CcKind) {
+pub(crate) fn set_background(sc: &mut Scenario, cc: CcKind) {
     for t in &mut sc.tcp {
         t.cc = cc;
         if cc.needs_inline_measurement() {
@@ -170,19 +170,19 @@ fn web_of(r: &Report) -> &headroom_sim::world::FlowStats {
     r.flows.iter().find(|f| f.kind == FlowKind::Web).expect("the scenarios have web traffic")
 }
 
-fn mean_page_time(r: &Report) -> f64 {
+pub(crate) fn mean_page_time(r: &Report) -> f64 {
     let t: Vec<f64> = web_of(r).page_times.iter().map(|p| p.1.as_secs_f64()).collect();
     stats::mean(&t).unwrap_or(f64::NAN)
 }
 
 /// Payload bit rate the bottleneck leaves unused (Mbit/s): (1 − utilisation) × capacity × 1460/1500
 /// (the background flow's segments carry 1460 payload bytes in 1500 on the wire).
-fn available(r: &Report) -> f64 {
+pub(crate) fn available(r: &Report) -> f64 {
     let l = r.links.iter().find(|l| l.name == "r1->r2").expect("bottleneck r1->r2");
     (1.0 - l.utilisation) * l.rate_mbps * 1460.0 / 1500.0
 }
 
-fn bg_mbps(r: &Report) -> f64 {
+pub(crate) fn bg_mbps(r: &Report) -> f64 {
     r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).fold(0.0, |a, f| a + f.throughput_mbps)
 }
 
@@ -404,6 +404,16 @@ fn fig5(dir: &Path) -> Result<String> {
     }
     let _ = writeln!(s, " {:>9.3}", mean_page_time(&none.report));
     let mut summary = Vec::new();
+    // The summary's numbers as CSV (the report's claims read them): per controller and phase,
+    // and per controller over the whole run (the run without background first).
+    let mut phase_csv = String::from("background,start_s,end_s,flows,total_mbps,jain,available_mbps\n");
+    let mut run_csv = String::from("background,mean_queue_pkts,cov_1s,mean_page_time_s\n");
+    let _ = writeln!(
+        run_csv,
+        "none,{:.3},,{:.4}",
+        super::mean_between(&none.queue, 0.0, 500.0),
+        mean_page_time(&none.report)
+    );
     for (c, o) in ctrls.iter().zip(&out[1..]) {
         for (i, q) in o.queue.iter().enumerate() {
             let _ = write!(csv, "{},{:.0},{:.0}", c.label, q.0, q.1);
@@ -421,6 +431,7 @@ fn fig5(dir: &Path) -> Result<String> {
             let total: f64 = per.iter().sum();
             let jain = stats::jain_index(&per).unwrap_or(f64::NAN);
             let _ = write!(s, " {total:>6.1} {jain:>5.3}");
+            let _ = writeln!(phase_csv, "{},{a},{b},{k},{total:.3},{jain:.4},{:.3}", c.label, avail[totals.len()]);
             totals.push(total);
             jains.push(jain);
         }
@@ -429,6 +440,7 @@ fn fig5(dir: &Path) -> Result<String> {
         let tot: Vec<f64> = (0..n).map(|i| o.flows.iter().map(|f| f.get(i).map_or(0.0, |p| p.1)).sum()).collect();
         let cov = stats::mean(&tot).map_or(f64::NAN, |m| std_dev(&tot, m) / m);
         let _ = writeln!(s, " {:>9.3} {:>10.3}", mean_page_time(&o.report), cov);
+        let _ = writeln!(run_csv, "{},{qmean:.3},{cov:.4},{:.4}", c.label, mean_page_time(&o.report));
         summary.push((c.label, qmean, totals, jains, cov));
         let chart_q = Chart {
             title: format!("ImTCP-bg Figs. 5-9 (a): bottleneck queue, background {}", c.label),
@@ -454,6 +466,8 @@ fn fig5(dir: &Path) -> Result<String> {
         std::fs::write(dir.join(format!("throughput_{slug}.svg")), chart_t.to_svg())?;
     }
     std::fs::write(dir.join("fig5_9.csv"), csv)?;
+    std::fs::write(dir.join("phases.csv"), phase_csv)?;
+    std::fs::write(dir.join("runs.csv"), run_csv)?;
     s.push_str("(per phase: total Mbit/s and Jain index of the active flows; CoV: of the 1-s total)\n");
     let get = |l: &str| summary.iter().find(|x| x.0 == l);
     if let (Some(reno), Some(d15), Some(d12)) = (get("reno"), get("imtcp-bg (delta 1.5)"), get("imtcp-bg (delta 1.2)"))
@@ -532,7 +546,10 @@ fn fig14(dir: &Path) -> Result<String> {
         "background", "Mbit/s", "% of Reno", "p50 s", "p90 s", "mean s"
     );
     let reno = bg_mbps(&out[1].report);
+    // The table as CSV (the report's claims read it).
+    let mut runs = String::from("background,throughput_mbps,mean_page_time_s\n");
     for (label, o) in labels.iter().zip(out) {
+        let _ = writeln!(runs, "{label},{:.3},{:.4}", bg_mbps(&o.report), mean_page_time(&o.report));
         let mut t: Vec<f64> = web_of(&o.report).page_times.iter().map(|p| p.1.as_secs_f64()).collect();
         t.sort_by(f64::total_cmp);
         let q =
@@ -555,6 +572,7 @@ fn fig14(dir: &Path) -> Result<String> {
         series.push(Series::line(label.to_string(), pts));
     }
     std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
+    std::fs::write(dir.join("fig14.csv"), runs)?;
     let chart = Chart {
         title: "ImTCP Fig. 14: web page download time CDF".into(),
         x_label: "page download time (s, log scale)".into(),

@@ -28,11 +28,11 @@ pub struct ReproduceArgs {
 
 mod becc;
 mod imtcp;
-mod imtcp_bg;
+pub(crate) mod imtcp_bg;
 mod imtcp_fullspeed;
 mod overlay;
-mod pathquick;
-mod report;
+pub(crate) mod pathquick;
+pub(crate) mod report;
 
 /// One reproducible experiment: `run` writes its files into the directory it is given and
 /// returns the side-by-side summary (ours against the paper's figures).

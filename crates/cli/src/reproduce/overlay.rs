@@ -12,13 +12,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use headroom_core::stats::Sorted;
 use headroom_core::units::Dur;
 use headroom_sim::overlay::experiments::{
     fig3_point, run_web_proxy, Fig3Point, Fig3Setup, PolicyChoice, WebProxyParams, WebProxyRun, WebSetup, FIG3_FILE,
     WEB_FILE,
 };
+use headroom_sim::overlay::FlowRecord;
 
 use super::{par_map, Experiment};
 use crate::plot::{Chart, Series};
@@ -143,6 +144,8 @@ struct Curves {
     split: Vec<f64>,
     nonsplit: Vec<f64>,
     unfinished: usize,
+    /// Every web transfer of the run.
+    web: Vec<FlowRecord>,
 }
 
 fn curves(run: &WebProxyRun) -> Curves {
@@ -156,6 +159,7 @@ fn curves(run: &WebProxyRun) -> Curves {
         split: done().filter(|(r, _)| r.split).map(|x| x.1).collect(),
         nonsplit: done().filter(|(r, _)| !r.split).map(|x| x.1).collect(),
         unfinished: run.web.iter().filter(|r| r.end.is_none()).count(),
+        web: run.web.clone(),
     }
 }
 
@@ -225,6 +229,14 @@ fn web_run(dir: &Path, tag: &str, title: &str, p: &WebProxyParams) -> Result<(Cu
     Ok((c, s))
 }
 
+/// Runs several policies' web runs on rayon's pool ([`par_map`]; each run is independent and
+/// deterministic, so the outputs do not depend on the thread count) and returns their results in
+/// the order given.
+fn web_runs(dir: &Path, runs: &[(String, String, WebProxyParams)]) -> Result<Vec<(Curves, String)>> {
+    let mut out = par_map(runs, |(tag, title, p)| web_run(dir, tag, title, p))?;
+    runs.iter().map(|_| out.take()).collect()
+}
+
 /// "split slower" / "split faster" from the medians.
 fn verdict(c: &Curves) -> &'static str {
     match (q(&c.split, 0.5), q(&c.nonsplit, 0.5)) {
@@ -250,8 +262,8 @@ fn overlay_fig5_7(dir: &Path) -> Result<String> {
         ("fig6-policy-b", "Fig. 6: policy B (>= 2000 bytes)", PolicyChoice::LargeDocuments, "split slower"),
         ("fig7-policy-c", "Fig. 7: policy C (L(T) < 0.9/t)", PolicyChoice::LowLoad, "split faster"),
     ];
-    for (tag, title, pol, paper) in runs {
-        let (c, lines) = web_run(dir, tag, title, &setup.fig5_7(pol))?;
+    let jobs: Vec<_> = runs.iter().map(|&(tag, title, pol, _)| (tag.into(), title.into(), setup.fig5_7(pol))).collect();
+    for ((tag, _, _, paper), (c, lines)) in runs.iter().zip(web_runs(dir, &jobs)?) {
         s.push_str(&lines);
         if !paper.is_empty() {
             writeln!(s, "{tag}: paper: {paper} than non-split; ours: {}", verdict(&c))?;
@@ -268,9 +280,12 @@ fn advantage(c: &Curves) -> Option<f64> {
 fn overlay_fig8(dir: &Path) -> Result<String> {
     let mut s = String::new();
     let setup = web_setup()?;
-    let (c7, l7) = web_run(dir, "fig7-policy-c", "Fig. 7: policy C, D = 5 ms", &setup.fig5_7(PolicyChoice::LowLoad))?;
-    let (c8, l8) =
-        web_run(dir, "fig8-policy-c", "Fig. 8: policy C, D = 30 ms, 1 % loss", &setup.fig8(PolicyChoice::LowLoad))?;
+    let jobs = [
+        ("fig7-policy-c".into(), "Fig. 7: policy C, D = 5 ms".into(), setup.fig5_7(PolicyChoice::LowLoad)),
+        ("fig8-policy-c".into(), "Fig. 8: policy C, D = 30 ms, 1 % loss".into(), setup.fig8(PolicyChoice::LowLoad)),
+    ];
+    let [(c7, l7), (c8, l8)]: [(Curves, String); 2] =
+        web_runs(dir, &jobs)?.try_into().map_err(|_| anyhow::anyhow!("internal: two runs expected"))?;
     s.push_str(&l7);
     s.push_str(&l8);
     let f = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.2}"));
@@ -294,35 +309,151 @@ fn overlay_fig8(dir: &Path) -> Result<String> {
 /// Policy D's queueing-delay target.
 pub const D_TARGET: Dur = Dur::from_millis(1);
 
+/// The seeds policy D and C are compared over (the workload's seed; seed 1 is the figures').
+const D_SEEDS: [u64; 3] = [1, 2, 3];
+
+/// The finished web transfers of two runs of one seed, paired by (SURGE client, its `k`-th
+/// file): `(record in a, record in b)`, and how many pairs had different sizes (must be 0: a
+/// client's files are the same in every run of one seed).
+fn paired<'a>(a: &'a [FlowRecord], b: &'a [FlowRecord]) -> (Vec<(&'a FlowRecord, &'a FlowRecord)>, usize) {
+    use std::collections::HashMap;
+    let keyed = |v: &'a [FlowRecord]| -> Vec<((u32, usize), &'a FlowRecord)> {
+        let mut k: HashMap<u32, usize> = HashMap::new();
+        v.iter()
+            .filter_map(|r| {
+                let c = r.web_client?;
+                let n = k.entry(c).or_insert(0);
+                *n += 1;
+                Some(((c, *n), r))
+            })
+            .collect()
+    };
+    let kb: HashMap<_, _> = keyed(b).into_iter().collect();
+    let mut pairs = Vec::new();
+    let mut mismatched = 0;
+    for (k, ra) in keyed(a) {
+        let Some(&rb) = kb.get(&k) else { continue };
+        if ra.size != rb.size {
+            mismatched += 1;
+        } else if ra.end.is_some() && rb.end.is_some() {
+            pairs.push((ra, rb));
+        }
+    }
+    (pairs, mismatched)
+}
+
+/// Delay differences `b - a` (ms) of paired transfers.
+fn diffs_ms(pairs: &[(&FlowRecord, &FlowRecord)]) -> Vec<f64> {
+    let s = |r: &FlowRecord| r.delay().map_or(0.0, |d| d.as_secs_f64());
+    pairs.iter().map(|(a, b)| (s(b) - s(a)) * 1e3).collect()
+}
+
+/// A quantile of one curve: (name, the curve, the quantile).
+type Metric = (&'static str, fn(&Curves) -> &[f64], f64);
+
 fn overlay_policy_d(dir: &Path) -> Result<String> {
     let mut s = String::new();
-    writeln!(s, "policy D: split while the smoothed CPU queueing delay < {D_TARGET}")?;
+    writeln!(s, "policy D: {}", d_rule())?;
     let setup = web_setup()?;
-    for (fig, params) in [
-        ("fig7", WebSetup::fig5_7 as fn(&WebSetup, PolicyChoice) -> WebProxyParams),
-        ("fig8", WebSetup::fig8 as fn(&WebSetup, PolicyChoice) -> WebProxyParams),
-    ] {
-        let params = |p| params(&setup, p);
-        let (c, lc) =
-            web_run(dir, &format!("{fig}-policy-c"), &format!("{fig}: policy C"), &params(PolicyChoice::LowLoad))?;
-        let (d, ld) = web_run(
-            dir,
-            &format!("{fig}-policy-d"),
-            &format!("{fig}: policy D"),
-            &params(PolicyChoice::ShortQueue { target: D_TARGET }),
-        )?;
-        s.push_str(&lc);
-        s.push_str(&ld);
-        let better = |a: &[f64], b: &[f64], p: f64| match (q(a, p), q(b, p)) {
-            (Some(x), Some(y)) => x < y,
-            _ => false,
-        };
-        let all = [0.5, 0.95].iter().all(|&p| better(&d.split, &c.split, p) && better(&d.nonsplit, &c.nonsplit, p));
-        writeln!(
-            s,
-            "{fig}: D beats C (lower median and p95 for split and non-split alike): {}",
-            if all { "yes" } else { "no" }
-        )?;
+    type Params = fn(&WebSetup, PolicyChoice) -> WebProxyParams;
+    let figs: [(&str, Params); 2] = [("fig7", WebSetup::fig5_7), ("fig8", WebSetup::fig8)];
+    let mut jobs = Vec::new();
+    for (fig, params) in figs {
+        for seed in D_SEEDS {
+            for (name, pol) in [("c", PolicyChoice::LowLoad), ("d", d_choice())] {
+                let p = WebProxyParams { seed, ..params(&setup, pol) };
+                jobs.push((format!("{fig}-policy-{name}-seed{seed}"), format!("{fig}: policy {name}, seed {seed}"), p));
+            }
+        }
+    }
+    let mut results = web_runs(dir, &jobs)?.into_iter();
+    let metrics: [Metric; 4] = [
+        ("split median", |c| &c.split, 0.5),
+        ("split p95", |c| &c.split, 0.95),
+        ("non-split median", |c| &c.nonsplit, 0.5),
+        ("non-split p95", |c| &c.nonsplit, 0.95),
+    ];
+    for (fig, _) in figs {
+        let mut pairs = Vec::new();
+        for seed in D_SEEDS {
+            let (c, lc) = results.next().context("internal: a run is missing")?;
+            let (d, ld) = results.next().context("internal: a run is missing")?;
+            s.push_str(&lc);
+            s.push_str(&ld);
+            pairs.push((seed, c, d));
+        }
+        for (name, of, p) in metrics {
+            let cells: Vec<String> = pairs
+                .iter()
+                .map(|(seed, c, d)| {
+                    let (x, y) = (q(of(c), p), q(of(d), p));
+                    let f = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
+                    format!("seed {seed} C {} D {}", f(x), f(y))
+                })
+                .collect();
+            let wins = pairs.iter().filter(|(_, c, d)| better(of(d), of(c), p)).count();
+            writeln!(s, "{fig} {name} (s): {}; D lower in {wins}/{}", cells.join(", "), pairs.len())?;
+        }
+        for (seed, c, d) in &pairs {
+            let all = metrics.iter().all(|&(_, of, p)| better(of(d), of(c), p));
+            let (both, mismatched) = paired(&c.web, &d.web);
+            let nonsplit: Vec<_> = both.iter().filter(|(x, y)| !x.split && !y.split).copied().collect();
+            let dn = diffs_ms(&nonsplit);
+            let da = diffs_ms(&both);
+            writeln!(
+                s,
+                "{fig} seed {seed}: D beats C (lower median and p95 for split and non-split alike): {}; transfers non-split under both: {}, delay D - C median {} ms, p5 {} ms, p95 {} ms, within 1 ms {} ({} size mismatches)",
+                super::holds(all),
+                nonsplit.len(),
+                fmt_ms(q(&dn, 0.5)),
+                fmt_ms(q(&dn, 0.05)),
+                fmt_ms(q(&dn, 0.95)),
+                share(dn.iter().filter(|x| x.abs() < 1.0).count(), dn.len()),
+                mismatched
+            )?;
+            let delays = |r: &[(&FlowRecord, &FlowRecord)], second: bool| -> Vec<f64> {
+                r.iter().filter_map(|(x, y)| if second { y } else { x }.delay().map(|d| d.as_secs_f64())).collect()
+            };
+            let (ac, ad) = (delays(&both, false), delays(&both, true));
+            writeln!(
+                s,
+                "{fig} seed {seed}: every transfer finished under both ({}): median / p95 C {} / {}, D {} / {}; faster under D by > 1 ms {}, slower {}",
+                both.len(),
+                fmt_q(&ac, 0.5),
+                fmt_q(&ac, 0.95),
+                fmt_q(&ad, 0.5),
+                fmt_q(&ad, 0.95),
+                share(da.iter().filter(|x| **x < -1.0).count(), da.len()),
+                share(da.iter().filter(|x| **x > 1.0).count(), da.len())
+            )?;
+        }
     }
     Ok(s)
+}
+
+fn fmt_ms(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:+.1}"))
+}
+
+fn share(k: usize, n: usize) -> String {
+    if n == 0 {
+        "-".into()
+    } else {
+        format!("{:.0} %", 100.0 * k as f64 / n as f64)
+    }
+}
+
+/// Is the `p` quantile of `a` strictly below that of `b`?
+fn better(a: &[f64], b: &[f64], p: f64) -> bool {
+    matches!((q(a, p), q(b, p)), (Some(x), Some(y)) if x < y)
+}
+
+/// Policy D as run by `overlay-policy-d`.
+fn d_choice() -> PolicyChoice {
+    PolicyChoice::ShortQueue { target: D_TARGET }
+}
+
+/// Policy D's rule, for the summary.
+fn d_rule() -> String {
+    format!("split while the smoothed CPU queueing delay < {D_TARGET}")
 }

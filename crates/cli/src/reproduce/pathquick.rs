@@ -36,7 +36,7 @@ const FIG6: &str = include_str!("../../../../scenarios/pathquick/fig6.toml");
 const ORIGIN: &str = "scenarios/pathquick/fig6.toml";
 
 /// Capacity of the bottleneck (Mb/s).
-const CAPACITY_MBPS: f64 = 12.0;
+pub const CAPACITY_MBPS: f64 = 12.0;
 /// Trains per cross-traffic level and method.
 const TRAINS: u32 = 40;
 

@@ -17,6 +17,12 @@ use crate::units::{Dur, Time};
 /// to zero (otherwise a stale high value would block splitting forever on an idle proxy);
 /// `target` is a delay budget that the operator sets relative to the RTTs the proxy shortens
 /// (`headroom reproduce overlay-policy-d` uses 1 ms with a 5 ms and a 30 ms receiver-side delay).
+///
+/// What D (or any split policy) cannot change: a connection the proxy does not split crosses it
+/// on the fast path and never waits for its CPU, so its delay is the same whichever policy runs.
+/// A policy changes the non-split *curve* only through which transfers it leaves unsplit; on the
+/// Fig. 7 and Fig. 8 workloads the transfers left unsplit under both C and D have the same delay
+/// in both runs (`headroom reproduce overlay-policy-d` pairs them and prints the differences).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SplitWhileShortQueue {
     pub target: Dur,

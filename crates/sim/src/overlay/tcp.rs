@@ -30,6 +30,18 @@ pub fn content(key: u64, i: u64) -> u8 {
     (x >> 56) as u8
 }
 
+/// Bytes `start..end` of a ring buffer as (at most) two slices, for copying whole runs.
+pub(crate) fn range_slices(d: &VecDeque<u8>, start: usize, end: usize) -> (&[u8], &[u8]) {
+    let (a, b) = d.as_slices();
+    if end <= a.len() {
+        (&a[start..end], &[])
+    } else if start >= a.len() {
+        (&b[start - a.len()..end - a.len()], &[])
+    } else {
+        (&a[start..], &b[..end - a.len()])
+    }
+}
+
 /// Which half of a connection a timer belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Half {
@@ -163,17 +175,18 @@ impl Sender {
     }
 
     /// The relay writes bytes into the send buffer (at most [`Sender::room`]).
-    pub fn write(&mut self, bytes: impl Iterator<Item = u8>) {
-        let before = self.store.len();
+    pub fn write(&mut self, bytes: &[u8]) {
         self.store.extend(bytes);
-        self.written += (self.store.len() - before) as u64;
+        self.written += bytes.len() as u64;
     }
 
     fn top_up(&mut self) {
         if let Some(key) = self.generator {
             let n = self.room();
             let from = self.written;
-            self.write((from..from + n).map(|i| content(key, i)));
+            let before = self.store.len();
+            self.store.extend((from..from + n).map(|i| content(key, i)));
+            self.written += (self.store.len() - before) as u64;
         }
     }
 
@@ -271,7 +284,11 @@ impl Sender {
 
     fn segment(&mut self, eng: &mut Engine<Local>, seq: u64, len: u64) {
         let off = (seq - self.snd_una) as usize;
-        let bytes: Vec<u8> = self.store.range(off..off + len as usize).copied().collect();
+        // Copied slice by slice (the store is a ring of at most two runs), not byte by byte.
+        let (a, b) = range_slices(&self.store, off, off + len as usize);
+        let mut bytes = Vec::with_capacity(len as usize);
+        bytes.extend_from_slice(a);
+        bytes.extend_from_slice(b);
         let retransmission = seq < self.snd_max;
         self.segments += 1;
         if retransmission {
@@ -475,7 +492,7 @@ impl Receiver {
                     }
                 }
             }
-            Sink::Relay(buf) => buf.extend(bytes.iter().copied()),
+            Sink::Relay(buf) => buf.extend(bytes),
         }
         self.rcv_nxt += bytes.len() as u64;
     }

@@ -128,6 +128,6 @@ fn the_overlay_scenario_files_parse_and_bad_ones_are_refused_with_the_reason() {
     assert!(e.contains("bad.toml") && e.contains("1.5"), "{e}");
     let e = Fig3Setup::parse(&FIG3_FILE.replace("queue = 1000", "queue = 1000\nqueu = 3"), "bad.toml").unwrap_err();
     assert!(e.contains("queu"), "{e}");
-    let e = WebSetup::parse(&WEB_FILE.replace("end = \"25s\"", "end = \"2s\""), "bad.toml").unwrap_err();
+    let e = WebSetup::parse(&WEB_FILE.replace("end = \"37s\"", "end = \"2s\""), "bad.toml").unwrap_err();
     assert!(e.contains("web_stop <= end"), "{e}");
 }

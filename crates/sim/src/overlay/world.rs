@@ -104,6 +104,9 @@ pub struct OverlayConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowRecord {
     pub class: FlowClass,
+    /// The SURGE client that fetched it (web transfers; its `k`-th record is its `k`-th file,
+    /// the same file in every run of one seed, so runs can be compared transfer by transfer).
+    pub web_client: Option<u32>,
     pub size: u64,
     /// Did the first proxy on the path split it?
     pub split: bool,
@@ -466,11 +469,16 @@ impl OverlayWorld {
         if n == 0 {
             return;
         }
-        let moved: Vec<u8> = buf.drain(..n).collect();
-        if let Some(tx) = self.hops[down].tx.as_mut() {
-            tx.write(moved.into_iter());
-            tx.try_send(&mut self.eng);
-        }
+        // The two hops are distinct entries of `hops`: borrow both at once and copy slice by
+        // slice.
+        let (lo, hi) = self.hops.split_at_mut(up.max(down));
+        let (up_hop, down_hop) = if up < down { (&mut lo[up], &mut hi[0]) } else { (&mut hi[0], &mut lo[down]) };
+        let (Sink::Relay(buf), Some(tx)) = (&mut up_hop.rx.sink, down_hop.tx.as_mut()) else { return };
+        let (a, b) = super::tcp::range_slices(buf, 0, n);
+        tx.write(a);
+        tx.write(b);
+        buf.drain(..n);
+        tx.try_send(&mut self.eng);
         self.hops[up].rx.window_update(&mut self.eng);
     }
 
@@ -507,6 +515,7 @@ impl OverlayWorld {
                 };
                 FlowRecord {
                     class: f.spec.class,
+                    web_client: f.web_client,
                     size: f.spec.size,
                     split: f.split.unwrap_or(false),
                     start: f.spec.start,
