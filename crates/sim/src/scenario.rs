@@ -89,7 +89,7 @@ use crate::tcp::RtoParams;
 use crate::traffic::{SizeDist, UdpPattern, WebModel};
 
 mod cc;
-pub use cc::CcKind;
+pub use cc::{CcKind, DEFAULT_STREAM_LEN};
 
 /// A whole experiment.
 #[derive(Clone, Debug, Deserialize)]

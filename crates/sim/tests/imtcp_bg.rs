@@ -5,6 +5,7 @@ mod common;
 
 use common::{run, TestPath};
 use headroom_sim::world::FlowKind;
+use headroom_sim::{Scenario, World};
 
 /// Web clients at `d`'s side fetching from servers at `s`'s side over 50 Mbit/s, 10 ms.
 fn web_path(clients: u32, servers: Option<u32>, duration: &str) -> String {
@@ -96,4 +97,45 @@ fn imtcp_bg_alone_fills_the_path_and_yields_to_reno() {
         .collect();
     let mean = tput.iter().sum::<f64>() / tput.len() as f64;
     assert!(mean >= 0.9 * 48.7, "Reno beside ImTCP-bg: {mean:.1} Mbit/s after 10 s");
+}
+
+/// The goal benchmark's set-up at one N_web (`scenarios/imtcp-bg/web.toml`, N_web = 20, seed 2):
+/// the headroom rule (`rule = "headroom"`, the one `headroom send --background` runs) beside the
+/// web traffic. Measured in `headroom reproduce imtcp-bg-goal`: no controller reaches the goal's
+/// 90 % at 1.05 x page time there (docs/results.md, issue 12, session 4); this checks the line
+/// the rule does hold: pages within 10 % of the run without background, and at least 40 % of
+/// the available bandwidth used. It also checks that the scenario key reaches the controller.
+#[test]
+fn headroom_rule_on_the_goal_workload_leaves_the_pages_and_uses_the_spare_bandwidth() {
+    use headroom_sim::scenario::CcKind;
+    let mut sc = Scenario::parse(&common::repo_file("scenarios/imtcp-bg/web.toml"), "web.toml").unwrap();
+    sc.seed = 2;
+    let mut none = sc.clone();
+    none.tcp.clear();
+    let mut bg = Scenario::parse(
+        &common::repo_file("scenarios/imtcp-bg/web.toml").replace(
+            "cc = \"reno\"\n\n[[web]]",
+            "cc = { name = \"imtcp-bg\", rule = \"headroom\" }\nimtcp = { link_rate = \"100Mbps\" }\n\n[[web]]",
+        ),
+        "web.toml, headroom rule",
+    )
+    .unwrap();
+    bg.seed = 2;
+    assert!(matches!(bg.tcp[0].cc, CcKind::ImtcpBg(c) if c.measurement_allowance == Some(35)));
+    let result = |sc: &Scenario| {
+        let mut w = World::new(sc, None).unwrap();
+        w.run();
+        let r = w.report();
+        let web = r.flows.iter().find(|f| f.kind == FlowKind::Web).unwrap();
+        let page = web.page_times.iter().map(|p| p.1.as_secs_f64()).sum::<f64>() / web.page_times.len() as f64;
+        let link = r.links.iter().find(|l| l.name == "r1->r2").unwrap();
+        let bg: f64 = r.flows.iter().filter(|f| f.kind == FlowKind::Tcp).map(|f| f.throughput_mbps).sum();
+        (page, (1.0 - link.utilisation) * link.rate_mbps * 1460.0 / 1500.0, bg)
+    };
+    let (page0, available, _) = result(&none);
+    let (page, _, mbps) = result(&bg);
+    let (ratio, share) = (page / page0, mbps / available);
+    println!("headroom rule, N_web = 20: page time x{ratio:.3}, {:.0} % of {available:.1} Mbit/s", 100.0 * share);
+    assert!(ratio <= 1.10, "page time x{ratio:.3}");
+    assert!(share >= 0.4, "{:.0} % of the available bandwidth", 100.0 * share);
 }

@@ -851,6 +851,43 @@ mod tests {
     }
 
     #[test]
+    fn headroom_rule_in_the_simulators_controller_ignores_a_late_ack_and_regrows_linearly() {
+        // The rule `headroom send --background` runs, on the controller that owns its window.
+        let mut c = ImtcpBg::new(ImtcpBgConfig::headroom(35), reno_cfg());
+        let mut paper = ImtcpBg::new(ImtcpBgConfig::default(), reno_cfg());
+        for x in [&mut c, &mut paper] {
+            x.on_ack(&ack(0, MSS, 20)); // RTT_min = 20 ms
+            x.set_cwnd(Bytes(60 * MSS));
+        }
+        // One late ACK (40 ms) between samples at the minimum: the paper's rule halves...
+        for (i, r) in [20, 40, 20].into_iter().enumerate() {
+            let i = i as u64 + 1;
+            c.on_ack(&ack(10 * i, (i + 1) * MSS, r));
+            paper.on_ack(&ack(10 * i, (i + 1) * MSS, r));
+        }
+        assert_eq!(paper.rule().reductions(), 1);
+        assert_eq!(paper.cwnd(), Bytes(62 * MSS / 2 + MSS), "halved at the late ACK, then slow start");
+        // ...the headroom rule (RTT_cur the smallest of the last four) does not.
+        assert_eq!(c.rule().reductions(), 0);
+        assert_eq!(c.cwnd(), Bytes(63 * MSS), "slow start went on");
+        // A queue that delays four ACKs in a row: Eq. 4 with RTT_cur = 40 ms, and ssthresh follows.
+        for i in 4..8 {
+            c.on_ack(&ack(10 * i, (i + 1) * MSS, 40));
+        }
+        assert_eq!(c.rule().reductions(), 1);
+        let cut = c.cwnd().0;
+        assert_eq!(cut, 67 * MSS / 2, "the window after the fourth late ACK, halved");
+        assert_eq!(c.window().ssthresh, Bytes(cut));
+        c.on_ack(&ack(100, 9 * MSS, 20));
+        assert_eq!(c.cwnd(), Bytes(cut + MSS * MSS / cut), "congestion avoidance after it");
+        // The bound is Eq. 2's Ā × RTT_min plus one stream of 35 segments.
+        c.on_estimate(Time(0), Rate::from_mbps(8)); // 20 segments at 20 ms
+        assert_eq!(c.rule().maxcwnd(), Some(Bytes(20 * MSS)));
+        assert_eq!(c.window().ceiling, Some(Bytes(55 * MSS)));
+        assert!(c.cwnd() <= Bytes(55 * MSS));
+    }
+
+    #[test]
     fn background_mode_caps_at_g_rtt_a_only_above_m_n() {
         let cfg = BackgroundConfig { g: 0.5, gamma: 1.0, stream_len: 5 };
         let mut c = ImtcpBackground::new(cfg, reno_cfg());

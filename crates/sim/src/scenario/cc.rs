@@ -49,9 +49,9 @@ pub enum CcKind {
     /// LEDBAT (RFC 6817); keys `target`, `gain`, `base_history`, `current_filter`,
     /// `allowed_increase`, `min_cwnd`.
     Ledbat(LedbatConfig),
-    /// ImTCP-bg (seed 000 §3) on Reno over ImTCP's buffer (`[[tcp]]` only); keys `delta`,
-    /// `gamma`, `reduction` ("once-per-rtt" | "every-ack"), `reduction_sets_ssthresh`,
-    /// `fast_regrowth`.
+    /// ImTCP-bg (seed 000 §3) on Reno over ImTCP's buffer (`[[tcp]]` only); keys `rule`
+    /// ("paper" | "headroom"), `delta`, `gamma`, `reduction` ("once-per-rtt" | "every-ack"),
+    /// `reduction_sets_ssthresh`, `fast_regrowth`.
     ImtcpBg(ImtcpBgConfig),
     /// ImTCP's background mode (ImTCP §5.1) on Reno over ImTCP's buffer (`[[tcp]]` only); keys
     /// `g`, `gamma` (N is the buffer's `imtcp.stream_len`).
@@ -174,7 +174,7 @@ impl CcKind {
                 CcKind::Ledbat(c)
             }
             CcKind::ImtcpBg(mut c) => {
-                rest.try_into::<ImtcpBgKeys>().map_err(keys)?.apply(&mut c)?;
+                rest.try_into::<ImtcpBgKeys>().map_err(keys)?.apply(&mut c);
                 CcKind::ImtcpBg(c)
             }
             CcKind::ImtcpBackground(mut c) => {
@@ -347,32 +347,59 @@ impl LpKeys {
     }
 }
 
-/// ImTCP-bg's keys.
+/// ImTCP-bg's keys. `rule` picks the preset the other keys then adjust.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ImtcpBgKeys {
+    rule: Option<ImtcpBgRuleKey>,
     delta: Option<f64>,
     gamma: Option<f64>,
-    reduction: Option<String>,
+    reduction: Option<ReductionKey>,
     reduction_sets_ssthresh: Option<bool>,
     fast_regrowth: Option<bool>,
 }
 
+/// `rule = "paper" | "headroom"`: seed 000's Eqs. 1-4 as written ([`ImtcpBgConfig::default`]),
+/// or the rule `headroom send --background` runs on real sockets ([`ImtcpBgConfig::headroom`]:
+/// `RTT_cur` the smallest of the last four samples, one measurement stream added to `maxcwnd`,
+/// Eq. 4 setting `ssthresh`). The stream is `DEFAULT_STREAM_LEN` segments here; the flow's
+/// `imtcp.stream_len` replaces it when set (`world::build`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ImtcpBgRuleKey {
+    Paper,
+    Headroom,
+}
+
+/// `reduction = "once-per-rtt" | "every-ack"` (core's [`Reduction`]).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum ReductionKey {
+    OncePerRtt,
+    EveryAck,
+}
+
+/// Segments of one ImTCP stream when the flow's `imtcp` key does not set `stream_len` (N, ImTCP
+/// §3.3: 35).
+pub const DEFAULT_STREAM_LEN: usize = 35;
+
 impl ImtcpBgKeys {
-    fn apply(self, c: &mut ImtcpBgConfig) -> Result<(), String> {
+    fn apply(self, c: &mut ImtcpBgConfig) {
+        match self.rule {
+            None => {}
+            Some(ImtcpBgRuleKey::Paper) => *c = ImtcpBgConfig::default(),
+            Some(ImtcpBgRuleKey::Headroom) => *c = ImtcpBgConfig::headroom(DEFAULT_STREAM_LEN),
+        }
         if let Some(d) = self.delta {
             c.delta = d;
         }
         if let Some(g) = self.gamma {
             c.gamma = g;
         }
-        match self.reduction.as_deref() {
+        match self.reduction {
             None => {}
-            Some("once-per-rtt") => c.reduction = Reduction::OncePerRtt,
-            Some("every-ack") => c.reduction = Reduction::EveryAck,
-            Some(o) => {
-                return Err(format!("cc `imtcp-bg`: reduction {o:?}: expected \"once-per-rtt\" or \"every-ack\""))
-            }
+            Some(ReductionKey::OncePerRtt) => c.reduction = Reduction::OncePerRtt,
+            Some(ReductionKey::EveryAck) => c.reduction = Reduction::EveryAck,
         }
         if let Some(b) = self.reduction_sets_ssthresh {
             c.reduction_sets_ssthresh = b;
@@ -380,7 +407,6 @@ impl ImtcpBgKeys {
         if let Some(b) = self.fast_regrowth {
             c.fast_regrowth = b;
         }
-        Ok(())
     }
 }
 
@@ -496,6 +522,14 @@ mod tests {
         let sc = scenario_with("{ name = \"lp\", rule = \"linux\" }").unwrap();
         assert_eq!(sc.tcp[0].cc, CcKind::Lp(LpConfig { rule: LpRule::Linux, ..LpConfig::default() }));
         assert_eq!(scenario_with("{ name = \"reno\" }").unwrap().tcp[0].cc, CcKind::Reno);
+        // ImTCP-bg's rule preset, then the keys that adjust it, in any order.
+        let sc = scenario_with("{ name = \"imtcp-bg\", rule = \"headroom\" }").unwrap();
+        assert_eq!(sc.tcp[0].cc, CcKind::ImtcpBg(ImtcpBgConfig::headroom(DEFAULT_STREAM_LEN)));
+        let sc = scenario_with("{ name = \"imtcp-bg\", delta = 1.2, rule = \"headroom\" }").unwrap();
+        assert_eq!(sc.tcp[0].cc, CcKind::ImtcpBg(ImtcpBgConfig { delta: 1.2, ..ImtcpBgConfig::headroom(35) }));
+        let sc = scenario_with("{ name = \"imtcp-bg\", rule = \"paper\", reduction = \"every-ack\" }").unwrap();
+        let want = ImtcpBgConfig { reduction: Reduction::EveryAck, ..ImtcpBgConfig::default() };
+        assert_eq!(sc.tcp[0].cc, CcKind::ImtcpBg(want));
     }
 
     #[test]
@@ -510,6 +544,8 @@ mod tests {
             ("{ name = \"nice\", f = 0.0 }", "f must be"),
             ("{ name = \"lp\", threshold = 1.5 }", "threshold"),
             ("{ name = \"lp\", rule = \"bsd\" }", "`paper`"),
+            ("{ name = \"imtcp-bg\", rule = \"fast\" }", "`headroom`"),
+            ("{ name = \"imtcp-bg\", reduction = \"sometimes\" }", "`once-per-rtt`"),
             ("{ target = \"25ms\" }", "needs `name`"),
             ("{ name = 3 }", "`name` must be a string"),
             ("{ name = \"bbr\" }", "unknown congestion control `bbr`"),

@@ -132,11 +132,16 @@ impl World {
                     bsd_increase: t.bsd_increase,
                     recover_guard: t.recover_guard,
                 };
-                // The background mode's m·N is one of the buffer's streams: N from its `imtcp` key.
+                // The background mode's m·N is one of the buffer's streams: N from its `imtcp` key;
+                // so is the measurement allowance of ImTCP-bg's headroom rule.
                 let kind = match (t.cc, t.imtcp.as_ref().and_then(|s| s.stream_len)) {
                     (CcKind::ImtcpBackground(mut c), Some(n)) => {
                         c.stream_len = n;
                         CcKind::ImtcpBackground(c)
+                    }
+                    (CcKind::ImtcpBg(mut c), Some(n)) if c.measurement_allowance.is_some() => {
+                        c.measurement_allowance = Some(n as u32);
+                        CcKind::ImtcpBg(c)
                     }
                     (k, _) => k,
                 };
