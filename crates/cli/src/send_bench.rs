@@ -408,15 +408,22 @@ enum BgSender {
     ImtcpBg(&'static str, ImtcpBgConfig),
     /// A bulk sender with this kernel congestion control (a label, the name to select).
     Kernel(String, String),
+    /// `send --background` with headroom's rule at normal scheduling priority: the control for
+    /// what the real-time priority of the ImTCP senders costs the foreground on a shared CPU.
+    ImtcpBgNotRealtime(&'static str, ImtcpBgConfig),
 }
 
 /// Width of the sender column (the root test reads the row after it).
 pub const LABEL_WIDTH: usize = 62;
 
 impl BgSender {
+    /// The ImTCP senders run at a real-time priority (their stream timing); the control does not.
+    fn realtime(&self) -> bool {
+        matches!(self, BgSender::ImtcpBg(..))
+    }
     fn name(&self) -> String {
         match self {
-            BgSender::ImtcpBg(l, _) => (*l).into(),
+            BgSender::ImtcpBg(l, _) | BgSender::ImtcpBgNotRealtime(l, _) => (*l).into(),
             BgSender::Kernel(l, _) => l.clone(),
         }
     }
@@ -425,7 +432,9 @@ impl BgSender {
         c.measurement.stream_len = a.stream_len;
         c.measurement.delayed_ack = true;
         let (cc, mode) = match self {
-            BgSender::ImtcpBg(_, bg) => ("cubic", Mode::Background(Box::new(c), *bg)),
+            BgSender::ImtcpBg(_, bg) | BgSender::ImtcpBgNotRealtime(_, bg) => {
+                ("cubic", Mode::Background(Box::new(c), *bg))
+            }
             BgSender::Kernel(_, cc) => (cc.as_str(), Mode::Bulk),
         };
         SendOptions {
@@ -468,6 +477,10 @@ fn bg_senders(a: &SendBenchArgs) -> Result<(Vec<BgSender>, Vec<headroom_bpf::Reg
             )),
             // The same without the one-stream allowance over Ā·RTT_min (the floor keeps streams
             // forming): does the allowance's standing queue cost the web its page time?
+            "headroom-not-rt" => out.push(BgSender::ImtcpBgNotRealtime(
+                "send --background, normal priority (no SCHED_FIFO)",
+                ImtcpBgConfig::headroom(a.stream_len),
+            )),
             "headroom-d12-floor" => out.push(BgSender::ImtcpBg(
                 "send --background --delta 1.2, floor instead of allowance",
                 ImtcpBgConfig {
@@ -480,7 +493,7 @@ fn bg_senders(a: &SendBenchArgs) -> Result<(Vec<BgSender>, Vec<headroom_bpf::Reg
             "cubic" | "reno" => out.push(BgSender::Kernel(format!("kernel {name}"), name.clone())),
             other => {
                 let Some(c) = headroom_bpf::Controller::parse(other) else {
-                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, headroom-d12, headroom-d12-floor, cubic, reno, lp, ledbat, becc)")
+                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, headroom-d12, headroom-d12-floor, headroom-not-rt, cubic, reno, lp, ledbat, becc)")
                 };
                 let unique = headroom_bpf::unique_name(c);
                 let opts = headroom_bpf::LoadOptions {
@@ -558,7 +571,7 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     let (senders, _registered, notes) = bg_senders(a)?;
     let mut verdicts = Vec::new();
     for bg in senders {
-        let ours = matches!(bg, BgSender::ImtcpBg(..));
+        let ours = bg.realtime();
         let alone = join_send(spawn_send(tb, "s1", "r1", bg.options(a), ours)?)?;
         let bt = spawn_send(tb, "s1", "r1", bg.options(a), ours)?;
         let ft = spawn_send(tb, "s2", "r2", fg_opts(), false)?;
@@ -608,7 +621,7 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         s,
         "(leftover = link {link:.1} - foreground alone {fg_alone:.2} = {leftover:.2} Mbit/s; kernel cubic and reno are the harm baseline, not held to the goals)"
     );
-    for (bg, goals) in verdicts.iter().filter(|v| matches!(v.0, BgSender::ImtcpBg(..))) {
+    for (bg, goals) in verdicts.iter().filter(|v| !matches!(v.0, BgSender::Kernel(..))) {
         let _ = writeln!(
             s,
             "goal (issue 15, bulk foreground): {} keeps the foreground >= 95 %, uses >= 80 % of the leftover and >= 85 % of the link alone: {}",
@@ -682,7 +695,7 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         for _ in 0..a.runs {
             alone.push(web_run(tb, a)?);
             for (i, bg) in senders.iter().enumerate() {
-                let ours = matches!(bg, BgSender::ImtcpBg(..));
+                let ours = bg.realtime();
                 let bt = spawn_send(tb, "s1", "r1", bg.options(a), ours)?;
                 let (page, n, _) = web_run(tb, a)?;
                 with[i].push((page, n, join_send(bt)?.rate.as_mbps()));
