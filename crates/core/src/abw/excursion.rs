@@ -1033,7 +1033,7 @@ mod tests {
 /// An accuracy harness for the estimator on a packet-level FIFO with Poisson cross traffic and
 /// timestamp noise: `cargo test --release -p headroom-core abw::excursion::harness -- --ignored --nocapture`.
 #[cfg(test)]
-mod harness {
+pub(crate) mod harness {
     use super::*;
     use crate::abw::autorange::AutoRange;
     use crate::abw::TrainPacket;

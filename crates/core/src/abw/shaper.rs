@@ -157,7 +157,7 @@ mod tests {
     use super::*;
     use crate::abw::{estimate_train, EstimatorConfig, Outcome, ProbeRecord, QuickSpec, TrainPacket};
     use crate::rng::Rng;
-    use crate::units::{Dur, Time};
+    use crate::units::Dur;
 
     /// A packet-level path: Poisson cross traffic of 1000-byte packets at `cross` bit/s joins
     /// the train in front of an optional token bucket `(rate, depth bytes)`, then a FIFO link of
@@ -205,16 +205,7 @@ mod tests {
                 recv[i] = Some(link_free + 0.01 + rng.uniform_range(-noise_ns, noise_ns) * 1e-9);
             }
         }
-        sched
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ProbeRecord {
-                index: i as u32,
-                send_time: Time::from_secs_f64(t0 + p.offset.as_secs_f64()),
-                recv_time: recv[i].map(Time::from_secs_f64),
-                size: p.size,
-            })
-            .collect()
+        crate::abw::excursion::harness::records(sched, t0, &recv)
     }
 
     /// The socket client's estimator with detection on.
