@@ -134,15 +134,27 @@ fn becc_cwnd_stays_within_the_bandwidth_window_it_computed() {
 #[test]
 fn becc_is_reno_when_the_maximum_window_is_below_the_bdp() {
     let Some((_g, tb, becc)) = setup() else { return };
-    // 8 KB maximum window < 12.5 KB BDP: no queue, no loss, no bandwidth window.
+    // 8 KB maximum window < 12.5 KB BDP: no queue, no loss, no bandwidth window. Both senders
+    // are window-limited, so each moves 8 KB per RTT; what differs between two runs is the
+    // emulated path's timing on a loaded machine (a single 2 s pair once read 0.957 under CI).
+    // So the pairs alternate, three rounds, and the medians are compared.
     let mut views = Vec::new();
-    let got_becc = transfer(&tb, becc.name(), 8 << 10, 2, |s| views.push(becc.becc_view(s.as_raw_fd()).unwrap()));
-    let got_reno = transfer(&tb, "reno", 8 << 10, 2, |_| {});
+    let (mut got_becc, mut got_reno) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        got_becc.push(transfer(&tb, becc.name(), 8 << 10, 2, |s| views.push(becc.becc_view(s.as_raw_fd()).unwrap())));
+        got_reno.push(transfer(&tb, "reno", 8 << 10, 2, |_| {}));
+    }
     assert!(views.iter().all(|v| v.is_none_or(|v| v.snd_swnd.is_none() && v.sets == 0)), "no window set: {views:?}");
-    let ratio = got_becc as f64 / got_reno as f64;
+    let median = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let (becc_median, reno_median) = (median(&mut got_becc), median(&mut got_reno));
+    let ratio = becc_median as f64 / reno_median as f64;
     // 8 KB per 10 ms: 6.5 Mbit/s, 1.6 MB in 2 s.
-    assert!((1_000_000..2_000_000).contains(&got_reno), "Reno moved {got_reno} bytes");
-    assert!((0.97..=1.03).contains(&ratio), "BECC {got_becc} vs Reno {got_reno} bytes");
+    assert!((1_000_000..2_000_000).contains(&reno_median), "Reno moved {got_reno:?} bytes");
+    // A bandwidth window set by mistake would be below 8 KB and cost far more than 5 %.
+    assert!((0.95..=1.05).contains(&ratio), "BECC {got_becc:?} vs Reno {got_reno:?} bytes (median ratio {ratio:.3})");
 }
 
 #[test]
