@@ -86,6 +86,11 @@ pub struct SendArgs {
     /// Give up connecting after this long.
     #[arg(long, default_value = "5s")]
     pub connect_timeout: Dur,
+    /// After the last byte, give up on the receiver's account when it has reported no progress
+    /// for this long (through split-TCP proxies the account comes when the receiver has got
+    /// what the proxies buffered; the wait lasts while that data keeps arriving).
+    #[arg(long, default_value = "60s")]
+    pub account_wait: Dur,
 }
 
 #[derive(Args, Debug)]
@@ -156,6 +161,7 @@ fn interval_json(r: &IntervalReport) -> Value {
         "estimates": r.estimates.iter().map(estimate_json).collect::<Vec<_>>(),
         "smoothed_mbps": r.smoothed.map(mbps),
         "background_limit_bytes": r.limit.map(|b| b.0),
+        "receiver_bytes": r.receiver_payload,
     })
 }
 
@@ -180,6 +186,9 @@ fn interval_text(r: &IntervalReport) -> String {
     }
     if let Some(l) = r.limit {
         s += &format!("  limit {} B", l.0);
+    }
+    if let Some(p) = r.receiver_payload {
+        s += &format!("  (last byte sent; the receiver has {p} B)");
     }
     s
 }
@@ -287,6 +296,9 @@ pub fn send_options(a: &SendArgs) -> Result<SendOptions> {
     if a.stream_len < 4 {
         bail!("--stream-len must be at least 4");
     }
+    if a.account_wait.0 == 0 {
+        bail!("--account-wait must be positive");
+    }
     let limit = match (a.bytes, a.time) {
         (Some(b), _) if b.0 == 0 => bail!("--bytes must be positive"),
         (Some(b), _) => SendLimit::Bytes(b.0),
@@ -332,6 +344,7 @@ pub fn send_options(a: &SendArgs) -> Result<SendOptions> {
         mode,
         connect_timeout: dur(a.connect_timeout),
         stop: None,
+        account_wait: dur(a.account_wait),
     })
 }
 

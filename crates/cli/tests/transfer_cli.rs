@@ -86,19 +86,26 @@ fn refused_connection_and_congestion_control_exit_1_with_a_message() {
 // front of a slow segment holds what it has acknowledged; the sender has written everything
 // and waits for the receiver's trailer meanwhile.
 
+/// Accepts the sender's connection on `l`, connects to `to`, and relays the reverse direction
+/// (the receiver's records) untouched; returns the sender's and the receiver's sockets.
+fn accept_relayed(l: &TcpListener, to: &str) -> (TcpStream, TcpStream) {
+    let (c, _) = l.accept().unwrap();
+    let u = TcpStream::connect(to).unwrap();
+    let (mut c2, mut u2) = (c.try_clone().unwrap(), u.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut u2, &mut c2);
+        let _ = c2.shutdown(Shutdown::Write);
+    });
+    (c, u)
+}
+
 /// A one-connection relay to `to` that forwards `first` bytes toward the receiver, then holds
 /// the rest for `hold` before forwarding it; the reverse direction is not held.
 fn holding_relay(to: String, first: usize, hold: Duration) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
-        let mut u = TcpStream::connect(to).unwrap();
-        let (mut c2, mut u2) = (c.try_clone().unwrap(), u.try_clone().unwrap());
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut u2, &mut c2);
-            let _ = c2.shutdown(Shutdown::Write);
-        });
+        let (mut c, mut u) = accept_relayed(&l, &to);
         let mut b = vec![0u8; 1024];
         let (mut moved, mut held) = (0, false);
         loop {
@@ -113,6 +120,40 @@ fn holding_relay(to: String, first: usize, hold: Duration) -> String {
             if moved >= first && !held {
                 held = true;
                 std::thread::sleep(hold);
+            }
+        }
+        let _ = u.shutdown(Shutdown::Write);
+    });
+    addr
+}
+
+/// A one-connection relay to `to` that takes the whole transfer from the sender at once (a
+/// split-TCP proxy's buffers) and forwards it at `rate` bytes per second after the first
+/// `first` bytes; the reverse direction is not held.
+fn trickling_relay(to: String, first: usize, rate: usize) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut c, mut u) = accept_relayed(&l, &to);
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        std::thread::spawn(move || {
+            let mut b = vec![0u8; 64 * 1024];
+            while let Ok(n) = c.read(&mut b) {
+                if n == 0 || tx.send(b[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        let (mut moved, tick) = (0usize, Duration::from_millis(10));
+        for chunk in rx {
+            for piece in chunk.chunks((rate / 100).max(1)) {
+                if u.write_all(piece).is_err() {
+                    return;
+                }
+                moved += piece.len();
+                if moved > first {
+                    std::thread::sleep(tick);
+                }
             }
         }
         let _ = u.shutdown(Shutdown::Write);
@@ -153,6 +194,57 @@ fn interrupted_while_waiting_for_the_account_says_so() {
     assert!(text.contains("sent 40000 B"), "{text}");
     assert!(text.contains("no account from the receiver: interrupted while waiting for it"), "{text}");
     assert!(took < Duration::from_secs(6), "{took:?}");
+    signal(&r, libc::SIGTERM);
+    r.wait().unwrap();
+}
+
+#[test]
+fn the_wait_for_the_account_lasts_while_the_receiver_reports_progress() {
+    let (mut r, addr) = recv();
+    // 400 KB forwarded at 100 KB/s after the first 4 KB: about 4 s after the sender's last
+    // byte, twice the 2 s the sender waits without progress.
+    let relay = trickling_relay(addr, 4096, 100_000);
+    let t0 = Instant::now();
+    let c = bin()
+        .args(["send", &relay, "--bytes", "400KB", "--interval", "500ms", "--json-stream", "--account-wait", "2s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait(c, Duration::from_secs(30));
+    let took = t0.elapsed();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let end = lines.last().unwrap();
+    assert_eq!(end["received_bytes"], 400_000, "{text}");
+    assert!(took >= Duration::from_secs(3), "the account came before the trickle ended: {took:?}");
+    // The interval reports went on while the sender waited, with the receiver's growing count.
+    let counts: Vec<u64> = lines.iter().filter_map(|l| l["receiver_bytes"].as_u64()).collect();
+    assert!(counts.len() >= 3, "progress in the reports while waiting: {text}");
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]) && counts.last() > counts.first(), "{counts:?}");
+    assert!(*counts.last().unwrap() < 400_000, "{counts:?}");
+    signal(&r, libc::SIGTERM);
+    r.wait().unwrap();
+}
+
+#[test]
+fn a_receiver_without_progress_is_given_up_after_the_account_wait() {
+    let (mut r, addr) = recv();
+    let relay = holding_relay(addr, 4096, Duration::from_secs(8));
+    let t0 = Instant::now();
+    let c = bin()
+        .args(["send", &relay, "--bytes", "40KB", "--interval", "0", "--account-wait", "2s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait(c, Duration::from_secs(20));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no progress for 2.0 s"), "{err}");
+    // The relay forwarded its first 4096 B (handshake and block header included), then held.
+    let has: u64 = err.split("the receiver has ").nth(1).and_then(|t| t.split(' ').next()?.parse().ok()).unwrap();
+    assert!((1..4096).contains(&has), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(8), "gave up before the held data came: {:?}", t0.elapsed());
     signal(&r, libc::SIGTERM);
     r.wait().unwrap();
 }

@@ -40,7 +40,7 @@ use headroom_core::imtcp::{ControlConfig, ControlStats, ImtcpBuffer};
 use headroom_core::units::{Bytes, Dur, Time};
 
 use super::pattern::Source;
-use super::session::{data_error, IntervalReport, Mode, Sent, Ticker, TransferError};
+use super::session::{data_error, Drain, IntervalReport, Mode, Sent, Ticker, TransferError};
 use super::sock;
 use super::tstamp::{parse_errqueue_msg, ParseError, PieceTracker, TrackerEvent, TrackerStats};
 
@@ -319,7 +319,14 @@ pub(crate) fn transmit(
     while let Some(e) = buffer.poll_estimate() {
         estimates.push(e);
     }
-    Ok(Sent { payload: source.payload(), duration: t0.elapsed(), interrupted, estimates, measure: Some(stats) })
+    Ok(Sent {
+        payload: source.payload(),
+        duration: t0.elapsed(),
+        interrupted,
+        estimates,
+        measure: Some(stats),
+        drain: Drain { ticker, acked_base },
+    })
 }
 
 /// One `sendmsg(MSG_EOR)`: returns the bytes the socket took (0 on EAGAIN).

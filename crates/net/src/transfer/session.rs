@@ -13,7 +13,7 @@ use headroom_core::units::{Bytes, Dur, Rate};
 
 use super::pattern::{Limit, Sink, Source};
 use super::sock;
-use super::wire::{self, Hello, Reply, Trailer};
+use super::wire::{self, Account, Hello, Reply, Trailer};
 
 /// `headroom recv`'s port.
 pub const DEFAULT_TRANSFER_PORT: u16 = 5301;
@@ -21,11 +21,16 @@ pub const DEFAULT_TRANSFER_PORT: u16 = 5301;
 pub const BLOCK: u32 = 128 * 1024;
 /// Socket timeout of the loops: how often they look at the stop flag and the clock.
 const TICK: Duration = Duration::from_millis(100);
-/// How long a sender waits for the receiver's trailer after the end block. Through split-TCP
-/// proxies (`headroom proxy`) the sender's last byte is acknowledged by the first proxy, and the
-/// trailer comes only after the receiver has got everything the proxies buffered: on the
-/// testbed chain with a 1 % loss, 50 ms last segment that was 80 s after a 10 s send.
-const TRAILER_WAIT: Duration = Duration::from_secs(120);
+/// How long a sender waits for the receiver's trailer after the end block *without progress*.
+/// Through split-TCP proxies (`headroom proxy`) the sender's last byte is acknowledged by the
+/// first proxy, and the trailer comes only after the receiver has got everything the proxies
+/// buffered: on the testbed chain with a 1 % loss, 50 ms last segment that was 80 s after a
+/// 10 s send. So the wait has no fixed end: it lasts while the receiver's PROGRESS records
+/// ([`wire`]) show more payload, and fails after this long without one that does
+/// ([`SendOptions::account_wait`]; the server's reverse sender uses this default).
+pub const STALL_WAIT: Duration = Duration::from_secs(60);
+/// How often a receiver sends its PROGRESS record (at most).
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// How much the sender sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +64,9 @@ pub struct SendOptions {
     pub connect_timeout: Duration,
     /// Set (e.g. by SIGINT) to end the transfer early with a partial report.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Sender: how long to wait for the receiver's account after the last byte *without new
+    /// progress from it* (see [`STALL_WAIT`], the default).
+    pub account_wait: Duration,
 }
 
 impl Default for SendOptions {
@@ -72,6 +80,7 @@ impl Default for SendOptions {
             mode: Mode::Bulk,
             connect_timeout: Duration::from_secs(5),
             stop: None,
+            account_wait: STALL_WAIT,
         }
     }
 }
@@ -93,6 +102,11 @@ pub struct IntervalReport {
     pub smoothed: Option<Rate>,
     /// Background sender: ImTCP-bg's in-flight limit at the end of the interval.
     pub limit: Option<Bytes>,
+    /// Sender, after its last byte was written and while it waits for the receiver's account:
+    /// the payload the receiver reports it has got (its latest PROGRESS record). `bytes` goes
+    /// on counting what the next hop acknowledges, which through a split-TCP proxy is ahead of
+    /// the receiver.
+    pub receiver_payload: Option<u64>,
 }
 
 /// The end of a transfer.
@@ -226,6 +240,7 @@ impl Ticker {
             estimates: Vec::new(),
             smoothed: None,
             limit: None,
+            receiver_payload: None,
         };
         self.last_at = end;
         self.last_bytes = bytes;
@@ -386,11 +401,11 @@ pub fn send_on(
         SendLimit::Time(d) => Some(d),
         SendLimit::Bytes(_) => None,
     };
-    let out = match &opts.mode {
+    let mut out = match &opts.mode {
         Mode::Bulk => transmit(&mut stream, source, time, &opts.stop, opts.interval, on_interval)?,
         mode => super::measure::transmit(&mut stream, source, time, &opts.stop, opts.interval, mode, on_interval)?,
     };
-    let received = read_trailer(&mut stream, &opts.stop)?;
+    let received = read_trailer(&mut stream, &opts.stop, opts.account_wait, Some(&mut out.drain), on_interval)?;
     Ok(sender_report(fd, out, received, opts.verify))
 }
 
@@ -440,6 +455,15 @@ pub(crate) struct Sent {
     pub interrupted: bool,
     pub estimates: Vec<Estimate>,
     pub measure: Option<super::measure::MeasureStats>,
+    /// The interval reports go on while the sender waits for the receiver's account.
+    pub drain: Drain,
+}
+
+/// What the sender's interval reports need after its loop ended: the ticker and the
+/// acknowledged-bytes baseline.
+pub(crate) struct Drain {
+    pub ticker: Ticker,
+    pub acked_base: u64,
 }
 
 /// The plain sender: blocks as fast as the socket takes them.
@@ -496,20 +520,60 @@ fn transmit(
             Err(e) => return Err(data_error(e)),
         }
     }
-    Ok(Sent { payload: source.payload(), duration: t0.elapsed(), interrupted, estimates: Vec::new(), measure: None })
+    Ok(Sent {
+        payload: source.payload(),
+        duration: t0.elapsed(),
+        interrupted,
+        estimates: Vec::new(),
+        measure: None,
+        drain: Drain { ticker, acked_base: base_acked },
+    })
 }
 
 /// After the end block: the receiver's trailer (None if interrupted again while waiting).
+/// PROGRESS records before it extend the wait (see [`STALL_WAIT`]); with `drain`, interval
+/// reports go on meanwhile and carry the receiver's count.
 pub(crate) fn read_trailer(
     stream: &mut TcpStream,
     stop: &Option<Arc<AtomicBool>>,
+    stall_wait: Duration,
+    mut drain: Option<&mut Drain>,
+    on_interval: &mut dyn FnMut(&IntervalReport),
 ) -> Result<Option<Trailer>, TransferError> {
     stream.set_read_timeout(Some(TICK)).map_err(TransferError::Io)?;
+    let fd = stream.as_raw_fd();
     let start = Instant::now();
+    let mut last_progress = start;
+    let mut receiver_payload: Option<u64> = None;
     let was_stopped = stopped(stop);
-    let mut b = [0u8; wire::TRAILER_LEN];
+    let mut b = [0u8; 4096];
     let mut have = 0;
-    while have < b.len() {
+    loop {
+        while let Some((record, len)) =
+            Account::decode(&b[..have]).map_err(|e| TransferError::Protocol(e.to_string()))?
+        {
+            b.copy_within(len..have, 0);
+            have -= len;
+            match record {
+                Account::Trailer(t) => return Ok(Some(t)),
+                Account::Progress(p) => {
+                    if receiver_payload.is_none_or(|r| p > r) {
+                        last_progress = Instant::now();
+                    }
+                    receiver_payload = Some(p);
+                }
+            }
+        }
+        let now = Instant::now();
+        if let Some(d) = drain.as_deref_mut() {
+            if d.ticker.due(now) {
+                let info = sock::tcp_info(fd).ok();
+                let acked = info.map_or(0, |i| i.bytes_acked.saturating_sub(d.acked_base));
+                let mut r = d.ticker.report(now, acked, info.as_ref());
+                r.receiver_payload = receiver_payload;
+                on_interval(&r);
+            }
+        }
         match stream.read(&mut b[have..]) {
             Ok(0) => return Err(data_error(io::ErrorKind::UnexpectedEof.into())),
             Ok(n) => have += n,
@@ -519,11 +583,13 @@ pub(crate) fn read_trailer(
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
                 ) =>
             {
-                if start.elapsed() > TRAILER_WAIT {
+                if last_progress.elapsed() > stall_wait {
+                    let has = receiver_payload.map_or("no progress report".to_string(), |p| format!("{p} B"));
                     return Err(TransferError::Protocol(format!(
-                        "no account from the receiver within {} s of the last byte sent (split-TCP \
-                         proxies on the path may still hold data for it)",
-                        TRAILER_WAIT.as_secs()
+                        "no account from the receiver, and no progress for {:.1} s ({:.1} s since the last \
+                         byte was sent; the receiver has {has})",
+                        stall_wait.as_secs_f64(),
+                        start.elapsed().as_secs_f64()
                     )));
                 }
                 // A second interrupt while waiting gives up on the receiver's account.
@@ -534,7 +600,6 @@ pub(crate) fn read_trailer(
             Err(e) => return Err(data_error(e)),
         }
     }
-    Trailer::read(&mut &b[..]).map(Some).map_err(|e| TransferError::Protocol(e.to_string()))
 }
 
 /// The receiving loop: until the end block (or the stop flag). Returns the sink, the time
@@ -550,6 +615,7 @@ fn receive(
     let t0 = Instant::now();
     let mut ticker = Ticker::new(interval, t0);
     let mut buf = vec![0u8; 256 * 1024];
+    let mut progress_due = t0 + PROGRESS_EVERY;
     while !sink.ended {
         if stopped(stop) {
             return Ok((sink, t0.elapsed(), true));
@@ -557,6 +623,10 @@ fn receive(
         let now = Instant::now();
         if ticker.due(now) {
             on_interval(&ticker.report(now, sink.payload, None));
+        }
+        if now >= progress_due {
+            progress_due = now + PROGRESS_EVERY;
+            send_progress(stream, sink.payload);
         }
         match stream.read(&mut buf) {
             Ok(0) => return Err(data_error(io::ErrorKind::UnexpectedEof.into())),
@@ -572,6 +642,19 @@ fn receive(
         }
     }
     Ok((sink, t0.elapsed(), false))
+}
+
+/// One PROGRESS record, if it cannot block (the rule in [`wire`]): only when everything
+/// written before has been acknowledged, with `MSG_DONTWAIT`. A record that is not written
+/// whole is impossible with an empty send queue; a failure only skips this record.
+fn send_progress(stream: &TcpStream, payload: u64) {
+    let fd = stream.as_raw_fd();
+    if sock::outq(fd).ok() != Some(0) {
+        return;
+    }
+    let record = wire::progress(payload);
+    // SAFETY: sends from a live buffer of `record.len()` bytes on an open socket.
+    let _ = unsafe { libc::send(fd, record.as_ptr().cast(), record.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
 }
 
 /// `headroom recv`'s settings.
@@ -719,8 +802,10 @@ fn serve_one(
         };
         let source = Source::new(hello.key, hello.verify, limit, BLOCK);
         let time = hello.time_ms.map(Duration::from_millis);
-        let out = transmit(&mut stream, source, time, &stop_flag, interval, &mut cb).map_err(SessionError::Failed)?;
-        let received = read_trailer(&mut stream, &None).map_err(SessionError::Failed)?;
+        let mut out =
+            transmit(&mut stream, source, time, &stop_flag, interval, &mut cb).map_err(SessionError::Failed)?;
+        let received = read_trailer(&mut stream, &None, STALL_WAIT, Some(&mut out.drain), &mut cb)
+            .map_err(SessionError::Failed)?;
         return Ok(sender_report(fd, out, received, hello.verify));
     }
     let (sink, duration, interrupted) =

@@ -1,4 +1,4 @@
-//! The transfer protocol, version 1 (`headroom send` ↔ `headroom recv`, one TCP connection).
+//! The transfer protocol, version 2 (`headroom send` ↔ `headroom recv`, one TCP connection).
 //!
 //! ```text
 //! HELLO    client → server  "HRTX" version u16 flags u16 key u64 bytes u64 time_ms u64
@@ -9,9 +9,21 @@
 //! REPLY    server → client  "HRTX" version u16 status u8 msg_len u16 msg [msg_len]
 //!          status 0 = accepted; otherwise refused with a human-readable message
 //! DATA     sender → receiver: blocks `len u32, 0u32, payload [len]`, ended by a block of len 0
+//! PROGRESS receiver → sender "HRTP" payload u64 (12 bytes), while data flows, see below
 //! TRAILER  receiver → sender "HRTE" payload u64 mismatched u64 first_bad u64 has_bad u8 (29 bytes)
 //! ```
 //!
+//! PROGRESS (new in version 2) is the receiver's running count of payload received. Through
+//! split-TCP proxies the sender's last byte is acknowledged by the first proxy long before the
+//! receiver has it (on the testbed chain, 80 s after a 10 s send), so the sender, waiting for
+//! the TRAILER, needs to tell a receiver still getting data from a dead one: it waits as long
+//! as PROGRESS records keep showing more payload, and reports them meanwhile. The receiver
+//! writes one at most once a second, without blocking (`MSG_DONTWAIT`), and only when all it
+//! wrote before has been acknowledged (`SIOCOUTQ` = 0): the sender reads nothing until its
+//! last byte is written, so an unbounded stream of records would fill its receive buffer and
+//! then the receiver's send buffer, and a blocking write there would deadlock the transfer.
+//! A full buffer closes the sender's window, the last record stays unacknowledged, and the
+//! receiver stops writing records until the sender reads them.//!
 //! Integers are big-endian. Framing the data makes a clean end distinguishable from a peer that
 //! died (a process that exits also closes with a FIN): only the zero-length block ends a
 //! transfer. The payload of block after block is one stream; with `verify` its byte at offset
@@ -22,7 +34,8 @@ use std::io::{self, Read, Write};
 
 pub const MAGIC: [u8; 4] = *b"HRTX";
 pub const TRAILER_MAGIC: [u8; 4] = *b"HRTE";
-pub const VERSION: u16 = 1;
+pub const PROGRESS_MAGIC: [u8; 4] = *b"HRTP";
+pub const VERSION: u16 = 2;
 /// Longest congestion-control name (the kernel's `TCP_CA_NAME_MAX` is 16).
 pub const MAX_CC_LEN: usize = 16;
 pub const FLAG_REVERSE: u16 = 1;
@@ -31,6 +44,7 @@ pub const BLOCK_HEADER_LEN: usize = 8;
 /// Largest payload of one data block.
 pub const MAX_BLOCK: u32 = 1 << 20;
 pub const TRAILER_LEN: usize = 29;
+pub const PROGRESS_LEN: usize = 12;
 
 /// What the client asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +73,48 @@ pub struct Trailer {
     pub payload: u64,
     pub mismatched: u64,
     pub first_bad: Option<u64>,
+}
+
+/// What the receiver sends back after the handshake: progress while data flows, then the
+/// account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Account {
+    /// Payload received so far.
+    Progress(u64),
+    Trailer(Trailer),
+}
+
+/// Encodes a PROGRESS record.
+pub fn progress(payload: u64) -> [u8; PROGRESS_LEN] {
+    let mut b = [0u8; PROGRESS_LEN];
+    b[0..4].copy_from_slice(&PROGRESS_MAGIC);
+    b[4..12].copy_from_slice(&payload.to_be_bytes());
+    b
+}
+
+impl Account {
+    /// Decodes the record at the start of `b`: `Ok(None)` while `b` holds only part of one,
+    /// else the record and its length. Anything else than a PROGRESS or a TRAILER is an error.
+    pub fn decode(b: &[u8]) -> io::Result<Option<(Account, usize)>> {
+        if b.len() < 4 {
+            return Ok(None);
+        }
+        let magic: [u8; 4] = b[0..4].try_into().expect("4 bytes");
+        if magic == PROGRESS_MAGIC {
+            if b.len() < PROGRESS_LEN {
+                return Ok(None);
+            }
+            let payload = u64::from_be_bytes(b[4..12].try_into().expect("8 bytes"));
+            Ok(Some((Account::Progress(payload), PROGRESS_LEN)))
+        } else if magic == TRAILER_MAGIC {
+            if b.len() < TRAILER_LEN {
+                return Ok(None);
+            }
+            Ok(Some((Account::Trailer(Trailer::read(&mut &b[..TRAILER_LEN])?), TRAILER_LEN)))
+        } else {
+            Err(bad("bad record from the receiver (neither progress nor trailer)"))
+        }
+    }
 }
 
 fn bad(msg: impl Into<String>) -> io::Error {
@@ -231,5 +287,22 @@ mod tests {
         assert_eq!(Trailer::read(&mut &t.encode()[..]).unwrap(), t);
         let t = Trailer { first_bad: None, ..t };
         assert_eq!(Trailer::read(&mut &t.encode()[..]).unwrap(), t);
+        // Progress records, then the trailer, decoded from one buffer and from its prefixes.
+        let mut stream = progress(7).to_vec();
+        stream.extend_from_slice(&progress(1 << 40));
+        stream.extend_from_slice(&t.encode());
+        let mut got = Vec::new();
+        let mut at = 0;
+        while let Some((record, len)) = Account::decode(&stream[at..]).unwrap() {
+            got.push(record);
+            at += len;
+        }
+        assert_eq!(got, [Account::Progress(7), Account::Progress(1 << 40), Account::Trailer(t)]);
+        assert_eq!(at, stream.len());
+        for cut in [0, 3, 4, 11] {
+            assert_eq!(Account::decode(&stream[..cut]).unwrap(), None, "progress cut at {cut}");
+        }
+        assert_eq!(Account::decode(&stream[24..24 + TRAILER_LEN - 1]).unwrap(), None, "trailer cut");
+        assert!(Account::decode(b"HRTXxxxxxxxxxxxx").is_err());
     }
 }
