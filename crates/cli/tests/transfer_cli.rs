@@ -11,14 +11,35 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_headroom"))
 }
 
+/// A running `headroom recv`, killed when dropped (a failing test leaves no server behind).
+struct Recv(Option<Child>);
+
+impl Recv {
+    /// Signals the server and waits (at most 5 s) for it to exit.
+    fn stop(mut self, sig: i32) -> std::process::Output {
+        let c = self.0.take().unwrap();
+        signal(&c, sig);
+        wait(c, Duration::from_secs(5))
+    }
+}
+
+impl Drop for Recv {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// Starts `headroom recv` on a free loopback port; returns it and its address.
-fn recv() -> (Child, String) {
+fn recv() -> (Recv, String) {
     let mut child =
         bin().args(["recv", "--listen", "127.0.0.1:0"]).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stderr.as_mut().unwrap()).read_line(&mut line).unwrap();
     let addr = line.trim().strip_prefix("headroom recv: listening on ").unwrap().trim_end_matches(" (TCP)").to_string();
-    (child, addr)
+    (Recv(Some(child)), addr)
 }
 
 fn signal(c: &Child, sig: i32) {
@@ -60,8 +81,7 @@ fn sigint_prints_the_partial_report_and_exits_cleanly() {
     assert_eq!(end["mismatched_bytes"], 0);
     assert_eq!(end["received_bytes"], end["bytes"]);
     assert!(end["seconds"].as_f64().unwrap() < 5.0);
-    signal(&r, libc::SIGTERM);
-    assert!(wait(r, Duration::from_secs(5)).status.success());
+    assert!(r.stop(libc::SIGTERM).status.success());
 }
 
 #[test]
@@ -76,8 +96,7 @@ fn refused_connection_and_congestion_control_exit_1_with_a_message() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("no-such-cc") && err.contains("not available"), "{err}");
-    signal(&r, libc::SIGINT);
-    assert!(wait(r, Duration::from_secs(5)).status.success());
+    assert!(r.stop(libc::SIGINT).status.success());
 }
 
 // The sender's account from the receiver when data is held on the path after the sender's last
@@ -175,18 +194,17 @@ fn run_send(to: &str, interrupt_after: Option<Duration>) -> (String, Duration) {
 
 #[test]
 fn the_account_comes_when_the_held_data_has_arrived() {
-    let (mut r, addr) = recv();
+    let (r, addr) = recv();
     let relay = holding_relay(addr, 4096, Duration::from_secs(3));
     let (text, took) = run_send(&relay, None);
     assert!(text.contains("receiver got 40000 B"), "{text}");
     assert!(took >= Duration::from_secs(3), "the account came before the held data: {took:?} {text}");
-    signal(&r, libc::SIGTERM);
-    r.wait().unwrap();
+    r.stop(libc::SIGTERM);
 }
 
 #[test]
 fn interrupted_while_waiting_for_the_account_says_so() {
-    let (mut r, addr) = recv();
+    let (r, addr) = recv();
     let relay = holding_relay(addr, 4096, Duration::from_secs(6));
     // The sender's last byte is written at once; 3.5 s later it still waits (the relay holds
     // the data for 6 s), and a SIGINT after 2 s of waiting gives up on the account.
@@ -194,13 +212,12 @@ fn interrupted_while_waiting_for_the_account_says_so() {
     assert!(text.contains("sent 40000 B"), "{text}");
     assert!(text.contains("no account from the receiver: interrupted while waiting for it"), "{text}");
     assert!(took < Duration::from_secs(6), "{took:?}");
-    signal(&r, libc::SIGTERM);
-    r.wait().unwrap();
+    r.stop(libc::SIGTERM);
 }
 
 #[test]
 fn the_wait_for_the_account_lasts_while_the_receiver_reports_progress() {
-    let (mut r, addr) = recv();
+    let (r, addr) = recv();
     // 400 KB forwarded at 100 KB/s after the first 4 KB: about 4 s after the sender's last
     // byte, twice the 2 s the sender waits without progress.
     let relay = trickling_relay(addr, 4096, 100_000);
@@ -223,13 +240,12 @@ fn the_wait_for_the_account_lasts_while_the_receiver_reports_progress() {
     assert!(counts.len() >= 3, "progress in the reports while waiting: {text}");
     assert!(counts.windows(2).all(|w| w[0] <= w[1]) && counts.last() > counts.first(), "{counts:?}");
     assert!(*counts.last().unwrap() < 400_000, "{counts:?}");
-    signal(&r, libc::SIGTERM);
-    r.wait().unwrap();
+    r.stop(libc::SIGTERM);
 }
 
 #[test]
 fn a_receiver_without_progress_is_given_up_after_the_account_wait() {
-    let (mut r, addr) = recv();
+    let (r, addr) = recv();
     let relay = holding_relay(addr, 4096, Duration::from_secs(8));
     let t0 = Instant::now();
     let c = bin()
@@ -245,6 +261,5 @@ fn a_receiver_without_progress_is_given_up_after_the_account_wait() {
     let has: u64 = err.split("the receiver has ").nth(1).and_then(|t| t.split(' ').next()?.parse().ok()).unwrap();
     assert!((1..4096).contains(&has), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(8), "gave up before the held data came: {:?}", t0.elapsed());
-    signal(&r, libc::SIGTERM);
-    r.wait().unwrap();
+    r.stop(libc::SIGTERM);
 }
