@@ -17,6 +17,7 @@ mod proxy_bench;
 mod proxy_fig3;
 mod reproduce;
 mod send_bench;
+mod shaper_grid;
 mod sim;
 mod testbed;
 mod transfer;

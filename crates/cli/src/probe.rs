@@ -77,9 +77,11 @@ pub struct ProbeArgs {
     /// token-bucket rate limiters).
     #[arg(long)]
     pub knee_fit: bool,
-    /// Look for a token-bucket shaper in each train (a late knee, then queue growth at the
-    /// token rate) and report the token rate and burst (`headroom_core::abw::shaper`). Off by
-    /// default: on a FIFO with bursty cross traffic it can read a shaper that is not there.
+    /// Look harder for a token-bucket shaper: auto-ranging's fine train with a 6-byte size
+    /// step (twice the bytes), so a bucket of up to 64 KB in front of a link twice its token
+    /// rate is emptied and read (`headroom_core::abw::shaper`). PathQuick looks for shapers in
+    /// every train by default (a late knee, then packets paced at the token rate); this also
+    /// turns it on for pathChirp.
     #[arg(long)]
     pub detect_shaper: bool,
     /// pathChirp's decrease factor F for the excursion segmentation. Default: 5 for PathQuick
@@ -272,12 +274,13 @@ pub(crate) fn probe_options(a: &ProbeArgs) -> EstimateOptions {
     EstimateOptions {
         estimator: EstimatorConfig {
             knee_fit: a.knee_fit,
-            detect_shaper: a.detect_shaper,
+            detect_shaper: a.detect_shaper || opts.estimator.detect_shaper,
             decrease_factor: a.decrease_factor.unwrap_or(opts.estimator.decrease_factor),
             busy_period: a.busy_period as usize,
             ..opts.estimator
         },
         judge_slack: if a.wait_tail { None } else { opts.judge_slack },
+        shaper_train: a.detect_shaper,
         ..opts
     }
 }

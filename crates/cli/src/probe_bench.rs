@@ -96,6 +96,12 @@ pub struct ProbeBenchArgs {
     /// and receive times, size, the train's role and verdict, to read a train's delay signature.
     #[arg(long)]
     pub dump: Option<PathBuf>,
+    /// Run the shaper grid instead (`crate::shaper_grid`): every token rate × bucket depth of
+    /// `RATES/BURSTS` (default the 10,50,100 Mbit/s × 4.5,16,64 KB) in front of the
+    /// `--rate` link, no cross traffic, a table of rate errors and burst ratios.
+    #[arg(long, value_name = "RATES/BURSTS", num_args = 0..=1,
+          default_missing_value = crate::shaper_grid::DEFAULT_GRID, conflicts_with_all = ["shaper_burst", "levels", "csv", "dump"])]
+    pub shaper_grid: Option<crate::shaper_grid::ShaperGrid>,
     /// Fixed trains, PathQuick's then pathChirp's (`headroom reproduce pathquick-fig8`; not an
     /// option of the command): no auto-ranging, no `--bmax`.
     #[arg(skip)]
@@ -166,6 +172,9 @@ fn dump_lines(cross: Rate, method: Method, estimate: usize, e: &headroom_net::Es
 }
 
 pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
+    if let Some(grid) = &a.shaper_grid {
+        return crate::shaper_grid::run(&a, grid);
+    }
     crate::outdir::writable_file(a.csv.as_deref(), "--csv")?;
     crate::outdir::writable_file(a.dump.as_deref(), "--dump")?;
     let (rows, dump) = measure(&a)?;
@@ -270,10 +279,11 @@ fn run_level(
             if a.knee_fit {
                 opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
             }
-            // Shaper detection where a shaper is emulated (it is opt-in: see
-            // `EstimateOptions::for_method`).
+            // Where a shaper is emulated, `headroom probe --detect-shaper`: the shaper train,
+            // and detection for pathChirp too (PathQuick looks for shapers by default).
             if a.shaper_burst.is_some() {
                 opts.estimator = EstimatorConfig { detect_shaper: true, ..opts.estimator };
+                opts.shaper_train = true;
             }
             let realtime = !a.no_realtime;
             let estimator = opts.estimator;

@@ -417,6 +417,7 @@ fn pathquick_fig8(dir: &Path) -> Result<String> {
         delay: Dur::from_micros(200),
         shaper_burst: None,
         shaper_rate: None,
+        shaper_grid: None,
         buffer: "100pkts".into(),
         bmax: None,
         pause: Dur::from_millis(100),

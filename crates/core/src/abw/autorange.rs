@@ -60,6 +60,7 @@ pub struct AutoRange {
     largest: Bytes,
     coarse_done: u32,
     fine: bool,
+    fine_delta_p: Bytes,
 }
 
 /// What to do after a train.
@@ -74,7 +75,13 @@ pub enum Next {
 impl AutoRange {
     /// `top`: the highest rate to probe; `smallest`/`largest`: packet sizes (IP level).
     pub fn new(top: Rate, smallest: Bytes, largest: Bytes) -> AutoRange {
-        AutoRange { top, smallest, largest, coarse_done: 0, fine: false }
+        AutoRange { top, smallest, largest, coarse_done: 0, fine: false, fine_delta_p: FINE_DELTA_P }
+    }
+
+    /// Fine trains with this size step instead of [`FINE_DELTA_P`] (a smaller step, more bytes:
+    /// the socket client's [`super::shaper::SHAPER_DELTA_P`] when it looks for shapers).
+    pub fn with_fine_delta_p(self, delta_p: Bytes) -> AutoRange {
+        AutoRange { fine_delta_p: delta_p, ..self }
     }
 
     /// The first train (coarse, topped at `top`).
@@ -93,7 +100,7 @@ impl AutoRange {
     /// The fine train around a coarse result `a0` whose train had resolution `res0`.
     pub fn fine(&self, a0: Rate, res0: Rate) -> Result<QuickDesign, DesignError> {
         let want = (a0.bps().saturating_mul(2)).max(a0.bps().saturating_add(res0.bps().saturating_mul(2)));
-        self.spec(Rate(want.min(self.top.bps())), FINE_DELTA_P).solve()
+        self.spec(Rate(want.min(self.top.bps())), self.fine_delta_p).solve()
     }
 
     fn spec(&self, b_max: Rate, delta_p: Bytes) -> QuickSpec {
@@ -124,7 +131,7 @@ impl AutoRange {
             }
             // Below the lowest coarse train: a fine train over the bottom of the ladder.
             Outcome::BelowRange { at_most } => {
-                Ok(Some(Next::Fine(self.spec((*at_most).max(MIN_FINE_TOP), FINE_DELTA_P).solve()?)))
+                Ok(Some(Next::Fine(self.spec((*at_most).max(MIN_FINE_TOP), self.fine_delta_p).solve()?)))
             }
             // Above a lower coarse train (the one above it read below range): around its top.
             Outcome::AboveRange { at_least } if self.coarse_done > 1 => fine_at(*at_least),

@@ -512,13 +512,13 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     // A token-bucket shaper's late knee (super::shaper): its token rate is the answer.
     let shaper = match knee {
         Some(k) if cfg.detect_shaper && unterminated.is_some() => {
-            let consecutive: Vec<bool> = (0..gaps).map(|k| rx[k + 1].index == rx[k].index + 1).collect();
+            let recv: Vec<i128> = (0..m).map(|j| send[j] + q_raw[j]).collect();
             super::shaper::detect(&super::shaper::Signature {
                 send_ns: &send,
+                recv_ns: &recv,
                 q_ns: &q,
                 size: &size,
                 rate: &rate,
-                consecutive: &consecutive,
                 knee: k,
                 floor_ns: floor,
                 min_points: l_busy,

@@ -17,42 +17,95 @@
 //!
 //! # The detector ([`detect`])
 //!
-//! 1. **Token rate.** Along the unterminated excursion (from the knee `l` on, consecutive
-//!    packets only) take the points `(r_k, Δq_k/Δs_k)`: the rate a gap probed and the queue's
-//!    growth per unit send time. Their Theil–Sen line ([`zero_growth_rate`]; median of the
-//!    pairwise slopes, median intercept, robust to single-gap spikes) crosses zero at `ρ̂`.
-//!    **Cross traffic through the same bucket:** a cross-traffic packet lands in few of a fast
-//!    train's gaps, so the median reads those gaps as noise and `ρ̂` is the token rate itself,
-//!    not the part the cross traffic leaves (measured in the unit test: 51 Mbit/s for a
-//!    50 Mbit/s bucket carrying 20 Mbit/s of Poisson traffic). A mean intercept counts the
-//!    cross traffic but was too noisy (11.4 Mbit/s for a 10 Mbit/s bucket without cross traffic)
-//!    and turned a FIFO's late knee under cross traffic into a false shaper; not solved.
-//! 2. **Burst.** The tokens the train spent beyond `ρ̂` before the knee:
-//!    `σ̂ = Σ_{j₀ < j ≤ l} P_j − ρ̂·(s_l − s_{j₀})`, from the first packet `j₀` whose gap probed
-//!    at least `ρ̂` (ShaperProbe's `(R − ρ)·τ` summed over the ramp).
-//! 3. **Decision.** A shaper when (a) the fit has a positive slope and `ρ̂` lies below the
-//!    knee's rate and not below the lowest rate the train probed, (b) `σ̂` is at least [`MIN_BURST_PACKETS`] of the train's largest packets
-//!    (less is what the resolution of a plain knee and cross-traffic lulls of a few packets
-//!    produce on a FIFO), and (c) the delay at the knee is within `2·delay_floor + P_max/ρ̂` of
-//!    the lowest delay since `j₀` (the burst passed without queueing; on a FIFO whose knee was
-//!    found late, the bytes above the available bandwidth sit in the queue and raise it).
+//! Read from the receive side, where a shaper is unmistakable: once the bucket is empty the
+//! shaper's queue is never empty again while the train outruns `ρ`, so it hands the packets on
+//! back to back at `ρ` whatever the sender's pacing did — ShaperProbe's level shift of the
+//! received rate (§3), read inside one train.
+//!
+//! 1. **Token rate.** Along the unterminated excursion (from the knee `l`) the packets' receive
+//!    times `R_k` against the bits received so far `B_k` (inclusive). In the drain regime they
+//!    lie on the line `R_k = U + B_k/ρ`. `ρ̂₀` is the Theil–Sen slope of `B` against `R` over
+//!    the excursion's last half ([`drain_rate`]); the **regime** is the longest suffix of the
+//!    train whose every packet lies within one packet time (`P_max/ρ̂₀`, at least three delay
+//!    floors) of that line; `ρ̂` is the Theil–Sen slope over the regime. Before the bucket is
+//!    empty packets arrive earlier than the line (no token wait) and after a gap that let the
+//!    shaper's queue drain later than it, so neither is in the regime. Send jitter does not
+//!    move `ρ̂` (a loaded testbed's pacer sent 24 µs gaps as 7–60 µs: the queue stayed busy).
+//! 2. **Burst.** A token bucket delays packet `k` until
+//!    `T_k = max_j [s_j + (B_k − B⁻_j − σ)/ρ]` (`B⁻_j`: the bits sent before packet `j`), so for
+//!    a packet of the regime `σ = max_j [B_k − B⁻_j − ρ·(T_k − s_j)]`: the tokens spent beyond
+//!    `ρ` since the moment the train was furthest behind the rate `ρ` (where the bucket was last
+//!    full). With `T_k − s_j = q_k − c₀ + s_k − s_j` (`q`: the one-way delay with the
+//!    serialisation slope removed, `c₀` its lowest value before the regime), `σ̂` is the median
+//!    of `B_k − ρ̂·(s_k + q_k − c₀)` over the regime minus the lowest `B⁻_j − ρ̂·s_j` before it.
+//!    The link behind the shaper may queue the train before the bucket is empty (a burst larger
+//!    than the train's bytes beyond `ρ` up to the link's rate); that queue drains at `C − ρ` once
+//!    the shaper holds the train back, and its packets are left out of the regime.
+//! 3. **Decision.** A shaper when (a) the regime has at least [`MIN_REGIME_PACKETS`] packets
+//!    (and `min_points + 1`) and
+//!    `ρ̂` lies below the knee's rate (it may lie below the train's whole range: the train then
+//!    spent the bucket from its first packet), (b) `σ̂`
+//!    is at least [`MIN_BURST_PACKETS`] of the train's largest packets (on a FIFO the regime's
+//!    rate is the link's, or the train's share of it under cross traffic, and the bytes beyond
+//!    it before the knee are the few of the detection lag), and (c) the receiver saw the level
+//!    shift: between the packet `j₀` where the train was furthest behind `ρ̂` and the regime
+//!    it received at least [`MIN_BURST_PACKETS`] packets more than `ρ̂` would have delivered.
+//!    On a FIFO with cross traffic the train's share `C·r/(r + X)` grows with the rate `r` it
+//!    probes, so before the regime it received *less* than in it (the 100 Mbit/s FIFO at 30 and
+//!    60 Mbit/s of Poisson traffic of the unit test gave a 16 KB "burst" from the send side
+//!    alone); behind a bucket it received the train at its own rate, or the link's. And (d)
+//!    the regime is paced by tokens: the median distance of its packets from their line is at
+//!    most [`MAX_STRAY_FLOORS`] delay floors. A busy bucket sends each packet when its tokens
+//!    are there and keeps the tokens of a late timer, so its departures stay on the line up to
+//!    the timer's latency (median 4–24 µs on the loaded testbed, 36 trains); a FIFO shared
+//!    with cross traffic hands the train on between cross packets, a random walk away from
+//!    any line (median 436–735 µs at 12 Mbit/s with 6 Mbit/s of Poisson traffic, 76–217 µs
+//!    at 100 Mbit/s with 60–90 Mbit/s; docs/results.md, issue 19 session 5).
 //!
 //! Then the available bandwidth reported is `ρ̂` (the sustained rate), and `σ̂` is extra output.
 //!
+//! **Cross traffic through the same bucket** takes turns with the train at the bucket, so the
+//! regime strays from its line like a FIFO's and rule (d) mostly refuses it (unit test: 1 of 5
+//! trains through a 50 Mbit/s bucket carrying 20 Mbit/s of Poisson traffic); the train is then
+//! read as on a plain path. When a regime passes, its rate is the train's share `ρ·r/(r + X)`
+//! of the token rate. This is the price of no false shapers on a plain FIFO with cross traffic
+//! (the reason detection was opt-in before). The earlier fit of the queue growth against the
+//! rate probed (the knee fit's [`zero_growth_rate`]) read the signature through the send gaps:
+//! on the testbed, whose pacer jitters at 24 µs gaps, it read 64–88 Mbit/s for a 50 Mbit/s
+//! bucket where the receive side reads 49.7–49.9 (docs/results.md, issue 19 session 5).
+//!
 //! # Choices the papers left open
 //!
-//! - The fit is the one of [`super::excursion`]'s optional knee fit; detection does not need
-//!   it switched on.
-//! - Limits: a train that never empties the bucket (its bytes beyond `ρ` stay below `σ`) shows
-//!   no knee at all and reads "above range"; one train of `B` bytes lasting `T` can reveal at
-//!   most `B − ρ·T` bytes of burst. Detection is off in [`super::EstimatorConfig::default`]
-//!   (the papers' estimator, the simulator's results) and on in the socket client.
+//! - The train must spend more than `σ` beyond `ρ`: one train of `B` bytes lasting `T` can
+//!   reveal at most `B − ρ·T` bytes of burst, and a bucket it does not empty shows no late knee
+//!   (the train reads the link behind it). Auto-ranging's fine train carries about 54 KB beyond
+//!   100 Mbit/s when it tops at 400 Mbit/s; the socket client halves its size step when it looks
+//!   for shapers ([`SHAPER_DELTA_P`], `AutoRange::with_fine_delta_p`).
+//! - Detection is off in [`super::EstimatorConfig::default`] (the papers' estimator, the
+//!   simulator's results).
 
 use crate::units::{Bytes, Rate};
 
 /// A burst below this many of the train's largest packets is not called a shaper (decision
 /// rule (b) of the module doc).
 pub const MIN_BURST_PACKETS: f64 = 2.0;
+
+/// Packets the drain regime needs at least (decision rule (a)): with fewer, a Theil–Sen line
+/// can pass through the few packets of a FIFO's tail that no cross packet separated (a 12 Mbit/s
+/// FIFO with 6 Mbit/s of Poisson traffic gave a 6-packet "regime" straying 2.8 µs).
+pub const MIN_REGIME_PACKETS: usize = 12;
+
+/// The regime's packets may stray from their line by a median of this many delay floors
+/// (decision rule (d) of the module doc).
+pub const MAX_STRAY_FLOORS: f64 = 2.0;
+
+/// Size step of auto-ranging's fine train when shapers are looked for: half the paper's 12 B,
+/// so the train carries twice the bytes beyond any rate it crosses. A train topped at
+/// 400 Mbit/s (the fine train around a 200 Mbit/s link) then carries about 105 KB beyond
+/// 100 Mbit/s instead of 54 KB, enough to empty a 64 KB bucket (the issue's largest) with
+/// some 40 packets left to read the token rate from; the unit test
+/// `a_bucket_emptied_after_the_link_queued_reads_as_its_rate_and_burst` shows both steps.
+pub const SHAPER_DELTA_P: Bytes = Bytes(6);
 
 /// A token-bucket shaper seen in a train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +122,14 @@ pub struct ShaperEstimate {
 /// median intercept): its zero crossing (bit/s) when its slope is positive. At most 150 points
 /// are used (every `n/150`-th).
 pub fn zero_growth_rate(pts: &[(f64, f64)]) -> Option<f64> {
+    let (a, b) = theil_sen(pts)?;
+    let zero = -a / b;
+    (b > 0.0 && zero.is_finite()).then_some(zero)
+}
+
+/// Theil–Sen line `y = a + b·x` (median pairwise slope, median intercept) over at most 150 of
+/// the points (every `n/150`-th); `None` without two distinct `x`.
+fn theil_sen(pts: &[(f64, f64)]) -> Option<(f64, f64)> {
     let step = pts.len().div_ceil(150).max(1);
     let pts: Vec<(f64, f64)> = pts.iter().copied().step_by(step).collect();
     let mut slopes = Vec::with_capacity(pts.len() * pts.len() / 2);
@@ -87,20 +148,32 @@ pub fn zero_growth_rate(pts: &[(f64, f64)]) -> Option<f64> {
     let b = slopes[slopes.len() / 2];
     let mut icpt: Vec<f64> = pts.iter().map(|p| p.1 - b * p.0).collect();
     icpt.sort_by(f64::total_cmp);
-    let a = icpt[icpt.len() / 2];
-    let zero = -a / b;
-    (b > 0.0 && zero.is_finite()).then_some(zero)
+    Some((icpt[icpt.len() / 2], b))
 }
 
-/// The received train as the detector reads it: per packet its send time (ns), its delay with
-/// the serialisation component removed (ns) and its size; per gap the rate it probed (bit/s)
-/// and whether the two packets are consecutive in the train.
+/// The rate (bit/s) at which packets `range` were received: the Theil–Sen slope of the bits
+/// received (`bits`, inclusive) against the receive times (`recv_ns`).
+pub fn drain_rate(recv_ns: &[i128], bits: &[f64], range: std::ops::Range<usize>) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = range.map(|k| (recv_ns[k] as f64, bits[k])).collect();
+    let (_, b) = theil_sen(&pts)?;
+    let r = b * 1e9;
+    (r > 0.0 && r.is_finite()).then_some(r)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The received train as the detector reads it: per packet its send and receive times (ns,
+/// each on its own clock), its delay with the serialisation component removed (ns) and its
+/// size; per gap the rate it probed (bit/s).
 pub struct Signature<'a> {
     pub send_ns: &'a [i128],
+    pub recv_ns: &'a [i128],
     pub q_ns: &'a [f64],
     pub size: &'a [Bytes],
     pub rate: &'a [f64],
-    pub consecutive: &'a [bool],
     /// Gap index where the unterminated excursion starts.
     pub knee: usize,
     /// Delay changes up to this are timestamp noise (ns).
@@ -111,38 +184,59 @@ pub struct Signature<'a> {
 
 /// Detects a token-bucket shaper (module doc); `None` when the signature is not one.
 pub fn detect(sig: &Signature) -> Option<ShaperEstimate> {
-    let gaps = sig.rate.len();
+    let m = sig.send_ns.len();
     let l = sig.knee;
-    if l >= gaps {
+    let need = (sig.min_points + 1).max(MIN_REGIME_PACKETS);
+    if l + 1 >= m || m - l < need {
         return None;
     }
-    let pts: Vec<(f64, f64)> = (l..gaps)
-        .filter(|&k| sig.consecutive[k])
-        .map(|k| (sig.rate[k], (sig.q_ns[k + 1] - sig.q_ns[k]) / (sig.send_ns[k + 1] - sig.send_ns[k]) as f64))
+    let bits: Vec<f64> = sig
+        .size
+        .iter()
+        .scan(0.0, |acc, p| {
+            *acc += p.0 as f64 * 8.0;
+            Some(*acc)
+        })
         .collect();
-    if pts.len() < sig.min_points.max(3) {
-        return None;
-    }
-    let rho = zero_growth_rate(&pts)?;
-    let knee_rate = sig.rate[l];
-    // A crossing below every rate the train probed is an extrapolation too far to trust (a
-    // loaded testbed's badly paced train read 0.46 Mbit/s behind a 50 Mbit/s bucket).
-    let lowest = sig.rate.iter().cloned().fold(f64::INFINITY, f64::min);
-    if !(rho >= lowest && rho < knee_rate) {
-        return None;
-    }
-    // j0: the first packet whose gap probed at least rho (packet k + 1 closes gap k).
-    let j0 = (0..l).find(|&k| sig.rate[k] >= rho).map_or(0, |k| k + 1).min(l);
-    let bits: f64 = sig.size[j0 + 1..=l].iter().map(|p| p.0 as f64 * 8.0).sum();
-    let elapsed_s = (sig.send_ns[l] - sig.send_ns[j0]) as f64 / 1e9;
-    let burst = ((bits - rho * elapsed_s) / 8.0).max(0.0);
     let largest = sig.size.iter().map(|p| p.0).max().unwrap_or(0) as f64;
+    // 1. The drain regime and its rate.
+    let rho0 = drain_rate(sig.recv_ns, &bits, (m + l) / 2..m)?;
+    let u = median(((m + l) / 2..m).map(|k| sig.recv_ns[k] as f64 - bits[k] / rho0 * 1e9).collect());
+    let tol = (3.0 * sig.floor_ns).max(largest * 8.0 / rho0 * 1e9);
+    let off = |k: usize, rho: f64, u: f64| (sig.recv_ns[k] as f64 - u - bits[k] / rho * 1e9).abs() > tol;
+    let start = (l..m).rev().find(|&k| off(k, rho0, u)).map_or(l, |k| k + 1);
+    if m - start < need {
+        return None;
+    }
+    let rho = drain_rate(sig.recv_ns, &bits, start..m)?;
+    // (d) paced by tokens, not by the gaps between cross-traffic packets.
+    let line = median((start..m).map(|k| sig.recv_ns[k] as f64 - bits[k] / rho * 1e9).collect());
+    let stray = median((start..m).map(|k| (sig.recv_ns[k] as f64 - line - bits[k] / rho * 1e9).abs()).collect());
+    if stray > MAX_STRAY_FLOORS * sig.floor_ns {
+        return None;
+    }
+    // (a) below the knee. (Measured, not extrapolated: it may lie below the train's range,
+    // which then started above it with a full bucket.)
+    let knee_rate = sig.rate[l];
+    if rho >= knee_rate {
+        return None;
+    }
+    // 2. The burst: tokens spent beyond rho since the train was furthest behind it.
+    let per_ns = rho / 1e9;
+    let (j0, behind) = (0..=start)
+        .map(|j| (j, bits[j] - sig.size[j].0 as f64 * 8.0 - per_ns * sig.send_ns[j] as f64))
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let c0 = sig.q_ns[..start].iter().cloned().fold(f64::INFINITY, f64::min);
+    let spent = median((start..m).map(|k| bits[k] - per_ns * (sig.send_ns[k] as f64 + sig.q_ns[k] - c0)).collect());
+    let burst = ((spent - behind) / 8.0).max(0.0);
+    // (b) more than a plain knee's detection lag.
     if burst < MIN_BURST_PACKETS * largest {
         return None;
     }
-    let lowest = sig.q_ns[j0..=l].iter().cloned().fold(f64::INFINITY, f64::min);
-    let allowed = 2.0 * sig.floor_ns + largest * 8.0 / rho * 1e9;
-    if sig.q_ns[l] - lowest > allowed {
+    // (c) the receiver saw the level shift: more than rho before the regime.
+    let last = start.checked_sub(1).filter(|&k| k > j0)?;
+    let seen = bits[last] - bits[j0] - per_ns * (sig.recv_ns[last] - sig.recv_ns[j0]) as f64;
+    if seen < MIN_BURST_PACKETS * largest * 8.0 {
         return None;
     }
     Some(ShaperEstimate {
@@ -220,11 +314,16 @@ mod tests {
 
     /// PathQuick's 48..1500 B train with ΔP = 12 B topped at `b_max`.
     fn train(b_max: f64) -> Vec<TrainPacket> {
+        train_dp(b_max, 12)
+    }
+
+    /// The same with size step `dp`.
+    fn train_dp(b_max: f64, dp: u64) -> Vec<TrainPacket> {
         QuickSpec {
             b_max: Some(Rate(b_max as u64)),
             p_1: Some(Bytes(48)),
             p_n: Some(Bytes(1500)),
-            delta_p: Some(Bytes(12)),
+            delta_p: Some(Bytes(dp)),
             max_size: Bytes(1500),
             min_size: Bytes(48),
             ..QuickSpec::default()
@@ -236,11 +335,12 @@ mod tests {
 
     #[test]
     fn a_token_bucket_reads_as_its_rate_and_burst() {
-        // Rates 10–100 Mbit/s, bursts 4.5–64 KB, behind a 1 Gbit/s line; the train tops at ten
-        // times the token rate, so its bytes beyond the rate exceed every burst.
+        // Rates 10–100 Mbit/s, bursts 4.5–64 KB, behind a 1 Gbit/s line; the shaper train
+        // (ΔP = 6 B) tops at ten times the token rate, so its bytes beyond the rate exceed every
+        // burst with at least `MIN_REGIME_PACKETS` to spare.
         for rho in [10e6, 50e6, 100e6] {
             for burst in [4_500.0, 16_000.0, 64_000.0] {
-                let records = path(&train(10.0 * rho), Some((rho, burst)), 1e9, 0.0, 1, 1000.0);
+                let records = path(&train_dp(10.0 * rho, 6), Some((rho, burst)), 1e9, 0.0, 1, 1000.0);
                 let plain = estimate_train(&records, &EstimatorConfig { detect_shaper: false, ..cfg() });
                 let e = estimate_train(&records, &cfg());
                 let sh = e.shaper.unwrap_or_else(|| panic!("ρ {rho} σ {burst}: no shaper, {:?}", e.outcome));
@@ -258,20 +358,22 @@ mod tests {
     }
 
     #[test]
-    fn a_shaper_is_found_under_cross_traffic() {
-        // 50 Mbit/s bucket of 16 KB, 20 Mbit/s of Poisson cross traffic through it: the shaper
-        // is found, and what is read is its token rate (the known limit of the module doc), not
-        // the 30 Mbit/s the cross traffic leaves.
-        let mut ok = 0;
+    fn cross_traffic_through_the_bucket_is_read_as_its_token_rate_or_not_at_all() {
+        // 50 Mbit/s bucket of 16 KB, 20 Mbit/s of Poisson cross traffic through it: the cross
+        // packets take turns with the train's, so the regime strays from its line (33–46 µs
+        // here, above rule (d)'s 40 µs) and the shaper is mostly not reported (the limit of
+        // the module doc: the price of no false shapers on a FIFO). When it is, the rate read
+        // is the train's share of the token rate, within 10 % of it.
+        let mut seen = 0;
         for seed in 1..=5 {
             let e = estimate_train(&path(&train(500e6), Some((50e6, 16_000.0)), 1e9, 20e6, seed, 1000.0), &cfg());
             if let Some(sh) = e.shaper {
                 let r = sh.rate.bps() as f64;
                 assert!((r - 50e6).abs() <= 0.1 * 50e6, "seed {seed}: rate {r}");
-                ok += 1;
+                seen += 1;
             }
         }
-        assert!(ok >= 4, "found in {ok} of 5 trains");
+        assert!(seen < 5, "every train paced by the bucket alone? {seen} of 5");
     }
 
     #[test]
@@ -284,8 +386,61 @@ mod tests {
                 assert_eq!(e.shaper, None, "cross {cross} seed {seed}: {:?}", e.outcome);
             }
         }
+        // The testbed's false detection before rule (d): 12 Mbit/s, 6 Mbit/s of Poisson
+        // traffic, the ΔP = 6 B train topped at 24.5 Mbit/s (a burst of 8.3 KB at 8.2 Mbit/s).
+        for seed in 1..=12 {
+            let e = estimate_train(&path(&train_dp(24.5e6, 6), None, 12e6, 6e6, seed, 1000.0), &cfg());
+            assert_eq!(e.shaper, None, "12 Mbit/s, seed {seed}: {:?}", e.outcome);
+        }
         let e = estimate_train(&path(&train(200e6), Some((100e6, 1500.0)), 1e9, 0.0, 1, 1000.0), &cfg());
         assert_eq!(e.shaper, None, "{:?}", e.outcome);
+    }
+
+    /// `(rate, burst)` read within 10 % and a factor of two, or the reason it was not.
+    fn within_goal(e: &crate::abw::TrainEstimate, rho: f64, burst: f64) -> Result<(), String> {
+        let sh = e.shaper.ok_or_else(|| format!("no shaper, {:?}", e.outcome))?;
+        let (r, b) = (sh.rate.bps() as f64, sh.burst.0 as f64);
+        if (r - rho).abs() > 0.1 * rho || b < burst / 2.0 || b > 2.0 * burst {
+            return Err(format!("rate {r}, burst {b}"));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_bucket_emptied_after_the_link_queued_reads_as_its_rate_and_burst() {
+        // The testbed's case: a 200 Mbit/s link behind the bucket, a train topped at 400 Mbit/s
+        // (auto-ranging's fine train around the link's rate). A 64 KB bucket at 100 Mbit/s
+        // empties only after the train has outrun the link, whose queue then drains at
+        // C − ρ; with ΔP = 6 B (the client's size step when looking for shapers) the train
+        // carries enough bytes beyond ρ, with ΔP = 12 B it does not and reads the link.
+        for (rho, burst) in [(100e6, 64_000.0), (50e6, 64_000.0), (100e6, 16_000.0), (10e6, 4_500.0)] {
+            let e = estimate_train(&path(&train_dp(400e6, 6), Some((rho, burst)), 200e6, 0.0, 3, 1000.0), &cfg());
+            within_goal(&e, rho, burst).unwrap_or_else(|why| panic!("ρ {rho} σ {burst}: {why}"));
+        }
+        let e = estimate_train(&path(&train(400e6), Some((100e6, 64_000.0)), 200e6, 0.0, 3, 1000.0), &cfg());
+        assert_eq!(e.shaper, None, "ΔP = 12 B carries about 54 KB beyond 100 Mbit/s: {:?}", e.shaper);
+        let read = e.outcome.value().unwrap().as_mbps();
+        assert!(read > 180.0, "it reads the link behind the bucket: {read}");
+    }
+
+    #[test]
+    fn send_jitter_does_not_move_the_token_rate() {
+        // The loaded testbed's pacer: 24 µs gaps sent as 7–60 µs (every packet up to 30 µs late,
+        // the schedule shifted by each late packet). The shaper's queue stays busy, so the
+        // receive side still reads ρ.
+        let mut rng = Rng::new(9);
+        for (rho, burst) in [(50e6, 16_000.0), (100e6, 4_500.0)] {
+            let mut shift = 0.0;
+            let sched: Vec<TrainPacket> = train_dp(500e6, 6)
+                .into_iter()
+                .map(|p| {
+                    shift += rng.uniform_range(0.0, 30e3) * (rng.uniform_range(0.0, 1.0) < 0.3) as u8 as f64;
+                    TrainPacket { offset: Dur(p.offset.0 + shift as u64), ..p }
+                })
+                .collect();
+            let e = estimate_train(&path(&sched, Some((rho, burst)), 200e6, 0.0, 4, 5000.0), &cfg());
+            within_goal(&e, rho, burst).unwrap_or_else(|why| panic!("ρ {rho} σ {burst}: {why}"));
+        }
     }
 
     #[test]

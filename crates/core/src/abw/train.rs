@@ -500,8 +500,13 @@ impl TrainJudge {
                 estimate.outcome = Outcome::Inconclusive { reason };
             }
         }
+        // A shaper's token rate is read from the receive side, where the shaper's busy queue
+        // paces the packets whatever the sender did (`super::shaper`): bad pacing does not
+        // void it.
         if let Some(reason) = self.pacing.and_then(|p| pacing_fault(&self.slots_schedule(), &p)) {
-            estimate.outcome = Outcome::Inconclusive { reason };
+            if estimate.shaper.is_none() {
+                estimate.outcome = Outcome::Inconclusive { reason };
+            }
         }
         Some(TrainVerdict { judgement, estimate, records, after_judging: self.after_judging })
     }
