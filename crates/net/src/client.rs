@@ -55,6 +55,9 @@ pub struct EstimateOptions {
     /// then one designed around their result ([`headroom_core::abw::autorange`]); pathChirp
     /// sends one chirp over 1 Mbit/s to the top. The top is 500 Mbit/s or the server's cap.
     pub auto_range: bool,
+    /// Auto-ranging's fine train is made long enough for this standard deviation, as a fraction
+    /// of the capacity, against Poisson cross traffic ([`AutoRange::with_target_sigma`]).
+    pub target_sigma: f64,
 }
 
 impl Default for EstimateOptions {
@@ -105,6 +108,7 @@ impl EstimateOptions {
             // One window of `headroom serve`'s default budget (50 trains per 10 s), and a little.
             retry_wait: Duration::from_secs(12),
             auto_range: false,
+            target_sigma: headroom_core::abw::autorange::TARGET_SIGMA,
         }
     }
 }
@@ -803,7 +807,7 @@ impl ProbeSession {
                     (design_for(&wide, server.is_ipv6())?, None)
                 }
                 Method::PathQuick => {
-                    let mut plan = AutoRange::new(top, smallest, largest);
+                    let mut plan = AutoRange::new(top, smallest, largest).with_target_sigma(options.target_sigma);
                     let mut next = plan.first()?;
                     // A coarse train is judged whole (no cut at the deadline): its tail is the
                     // queue it built, and the next train must not meet it (at 10 Mbit/s the
@@ -898,7 +902,10 @@ impl ProbeSession {
         let shaper = combine_shapers(&reports);
         // Not behind a shaper: a train around its rate would not empty the bucket again.
         if let (true, None, Outcome::Estimate(a), TrainDesign::PathQuick(q)) = (auto_quick, shaper, &outcome, &design) {
-            self.track = AutoRange::new(top, smallest, largest).fine(*a, q.resolution()).ok();
+            self.track = AutoRange::new(top, smallest, largest)
+                .with_target_sigma(options.target_sigma)
+                .fine(*a, q.resolution())
+                .ok();
         }
         let mut q = Quality { trains: reports.len() as u32, kernel_timestamps: all_kernel, ..Quality::default() };
         let mut probed = (Rate(u64::MAX), Rate::ZERO);

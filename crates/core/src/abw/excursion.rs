@@ -1147,3 +1147,67 @@ pub(crate) mod harness {
         }
     }
 }
+
+/// The fine train's length rule (`autorange::busy_window`) against the paper's `ΔP` = 12 B
+/// train on the same packet-level path: `cargo test --release -p headroom-core
+/// abw::excursion::harness_windows -- --ignored --nocapture`.
+#[cfg(test)]
+mod harness_windows {
+    use super::harness::noisy_path;
+    use super::*;
+    use crate::abw::autorange::AutoRange;
+
+    #[test]
+    #[ignore]
+    fn harness_windows() {
+        let cfg = EstimatorConfig {
+            delay_floor: Dur::from_micros(20),
+            decrease_factor: RAMP_DECREASE_FACTOR,
+            growth_fit: true,
+            ..EstimatorConfig::default()
+        };
+        let plan = AutoRange::new(Rate::from_mbps(500), Bytes(48), Bytes(1500));
+        for c in [10e6, 100e6, 500e6] {
+            for load in [0.0, 0.3, 0.6, 0.9] {
+                let a = c * (1.0 - load);
+                for a0_factor in [1.0, 1.3, 0.8] {
+                    let a0 = Rate((a * a0_factor) as u64);
+                    let paper = crate::abw::QuickSpec {
+                        b_max: Some(Rate(a0.bps() * 2)),
+                        p_n: Some(Bytes(1500)),
+                        p_1: Some(Bytes(48)),
+                        delta_p: Some(Bytes(12)),
+                        max_size: Bytes(1500),
+                        min_size: Bytes(48),
+                        ..crate::abw::QuickSpec::default()
+                    }
+                    .solve()
+                    .unwrap();
+                    let windowed = plan.fine(a0, Rate::ZERO).unwrap();
+                    for (name, d) in [("paper dP 12", paper), ("busy window", windowed)] {
+                        let sched = d.schedule();
+                        let mut errs: Vec<f64> = (0..40)
+                            .map(|s| {
+                                let r = estimate_train(&noisy_path(&sched, c, c * load, 10_000.0, 100 + s), &cfg);
+                                r.outcome.value().map_or(100.0, |v| 100.0 * (v.bps() as f64 - a).abs() / c)
+                            })
+                            .collect();
+                        errs.sort_by(f64::total_cmp);
+                        println!(
+                            "C {:>3} Mbit/s load {:.1} A0 x{a0_factor:<3} {name}: {:>6.1}-{:>6.1} Mbit/s dP {:>2} N {:>4} len {:>6.1} ms: median |e| {:>5.1} % p90 {:>5.1} %",
+                            c / 1e6,
+                            load,
+                            d.b_min().as_mbps(),
+                            d.b_max().as_mbps(),
+                            d.delta_p.0,
+                            d.n,
+                            d.train_length().as_secs_f64() * 1e3,
+                            errs[20],
+                            errs[36],
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
