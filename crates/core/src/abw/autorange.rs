@@ -220,16 +220,16 @@ impl AutoRange {
 }
 
 impl AutoRange {
-    /// After the fine train `fine` read `outcome`: one more fine train when it read a bound
-    /// (the coarse train was off by more than the factor 2 of the fine range; on the testbed at
+    /// After the fine train `fine` read `outcome`: one more fine train when it read a bound or
+    /// was inconclusive (the coarse train was off by more than the factor 2 of the fine range; on the testbed at
     /// 100 Mbit/s with 30 Mbit/s of Poisson cross traffic the 0.7 ms coarse train, which sees
     /// two or three cross packets, read from 48 to 133 Mbit/s; with 90 Mbit/s, 55–155 Mbit/s for
     /// A = 10), `None` otherwise. Above range: a train topped at four times the last top (at
     /// most `top`); below range: a wide train from the smallest packet up to the bound (the
     /// coarse reading can be ten times too high under heavy load, and a second train only twice
     /// as low read "below range" again in 5 of 9 estimates on the testbed, issue 19 session 5),
-    /// as long as [`busy_window`] asks for half the bound. The retry's outcome is the answer,
-    /// whatever it is.
+    /// as long as [`busy_window`] asks for half the bound; inconclusive: the same wide train
+    /// below the fine train's `A₀`. The retry's outcome is the answer, whatever it is.
     pub fn retry(&self, fine: &QuickDesign, outcome: &Outcome) -> Result<Option<QuickDesign>, DesignError> {
         let res = fine.resolution();
         match outcome {
@@ -238,6 +238,14 @@ impl AutoRange {
             }
             Outcome::BelowRange { at_most } if *at_most > MIN_FINE_TOP => {
                 Ok(Some(self.fine_over(Rate(at_most.bps() / 2), Rate::ZERO, *at_most)?))
+            }
+            // Mostly a train far above the capacity that overflowed the buffer (more than 20 %
+            // lost: at 10 Mbit/s with 6–9 Mbit/s of cross traffic the 10 ms coarse train read
+            // 9–29 Mbit/s and the fine train around it lost 51–213 packets in 6 of 18
+            // estimates, issue 19 session 5): the wide train below the fine train's `A₀`.
+            Outcome::Inconclusive { .. } => {
+                let a0 = Rate(fine.b_max().bps() / 2).max(MIN_FINE_TOP);
+                Ok(Some(self.fine_over(Rate(a0.bps() / 2), Rate::ZERO, a0)?))
             }
             _ => Ok(None),
         }
@@ -391,6 +399,10 @@ mod tests {
         // wide: from the smallest packet, down to a twentieth of the bound
         assert!(down.p_1 == Bytes(60) && down.b_min().bps() * 20 < f.b_min().bps(), "{down:?}");
         assert_eq!(p.retry(&f, &Outcome::Estimate(Rate::from_mbps(20))).unwrap(), None);
+        // inconclusive (a buffer overflowed by a train far above A): wide, below the old A₀
+        let lost = p.retry(&f, &Outcome::Inconclusive { reason: "60 of 376 packets lost".into() }).unwrap();
+        let lost = lost.expect("inconclusive: retried");
+        assert!(lost.b_max().bps() <= f.b_max().bps() / 2 + 1000 && lost.p_1 == Bytes(60), "{lost:?} after {f:?}");
         let top = p.fine(DEFAULT_TOP, Rate::from_mbps(16)).unwrap();
         assert_eq!(
             p.retry(&top, &Outcome::AboveRange { at_least: top.b_max() }).unwrap(),

@@ -1233,8 +1233,8 @@ pub(crate) mod harness {
     }
 }
 
-/// The fine train's length rule (`autorange::busy_window`) against the paper's `ΔP` = 12 B
-/// train on the same packet-level path: `cargo test --release -p headroom-core
+/// The fine train's length rule (`autorange::busy_window`, σ = 5 % and 2.5 %) against the
+/// paper's `ΔP` = 12 B train on the same packet-level path: `cargo test --release -p headroom-core
 /// abw::excursion::harness_windows -- --ignored --nocapture`.
 #[cfg(test)]
 mod harness_windows {
@@ -1269,7 +1269,8 @@ mod harness_windows {
                     .solve()
                     .unwrap();
                     let windowed = plan.fine(a0, Rate::ZERO).unwrap();
-                    for (name, d) in [("paper dP 12", paper), ("busy window", windowed)] {
+                    let tight = plan.clone().with_target_sigma(0.025).fine(a0, Rate::ZERO).unwrap();
+                    for (name, d) in [("paper dP 12", paper), ("busy window", windowed), ("sigma 2.5 %", tight)] {
                         let sched = d.schedule();
                         let mut errs: Vec<f64> = (0..40)
                             .map(|s| {
