@@ -846,7 +846,15 @@ impl ProbeSession {
                         match self.run_one(options, &design, &mut waited, &mut handshake)? {
                             TrainRun::Done((rep, kernel)) => {
                                 all_kernel &= kernel;
-                                match plan.retry(&fine, &rep.estimate.outcome)? {
+                                // An inconclusive train is retried only when it overflowed
+                                // the buffer (a badly paced one says nothing about the range).
+                                let e = &rep.estimate;
+                                let overflowed = e.lost as f64 > options.estimator.max_loss_fraction * e.packets as f64;
+                                let retry = match e.outcome {
+                                    Outcome::Inconclusive { .. } if !overflowed => None,
+                                    ref o => plan.retry(&fine, o)?,
+                                };
+                                match retry {
                                     Some(again) => {
                                         // The fine train was judged at its deadline: let the
                                         // queue it built drain before the retry meets it.

@@ -229,7 +229,8 @@ impl AutoRange {
     /// coarse reading can be ten times too high under heavy load, and a second train only twice
     /// as low read "below range" again in 5 of 9 estimates on the testbed, issue 19 session 5),
     /// as long as [`busy_window`] asks for half the bound; inconclusive: the same wide train
-    /// below the fine train's `A₀`. The retry's outcome is the answer, whatever it is.
+    /// below the fine train's `A₀` (the socket client asks only when the train lost more than
+    /// the estimator allows, a buffer overflow, not when it was badly paced). The retry's outcome is the answer, whatever it is.
     pub fn retry(&self, fine: &QuickDesign, outcome: &Outcome) -> Result<Option<QuickDesign>, DesignError> {
         let res = fine.resolution();
         match outcome {
