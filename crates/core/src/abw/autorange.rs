@@ -43,11 +43,14 @@
 //! `W·(B_max − B_min)/(B_max − A₀)` = 1.5·W, at most [`MAX_FINE_LENGTH`], and never shorter than
 //! the paper's `ΔP` = 12 B train over the same range (`ΔP` is at most [`FINE_DELTA_P`]).
 //!
-//! Cost: at 100 Mbit/s and 30 % load the fine train lasts about 26 ms; at 10 Mbit/s and 60 % load
-//! about 450 ms — the price of 5 % accuracy against Poisson cross traffic, which no shorter
-//! measurement of any method can have (the bound above is the cross traffic's, not the
-//! estimator's). The coarse train is far shorter; the estimate takes one fine train + a
-//! fraction + one RTT (one handshake; every train rides on the same cookie).
+//! Both `W` and `T_quick` scale as `1/A₀`, so the rule asks for the same
+//! `ΔP = (4/3)·σ²·(P_N − P_1)·P_N/P_x` at every rate: 3.75 B with `P_1 = P_N/4`, rounded down
+//! to 3 B (about 375 packets). Cost: at 100 Mbit/s and 30 % load the fine train lasts 32 ms, at
+//! 10 Mbit/s and 60 % load 563 ms (the harness rows in docs/results.md) — the price of a 5 %
+//! standard deviation against Poisson cross traffic, which no shorter measurement can have (the
+//! bound is the cross traffic's, not the estimator's). The coarse train is far shorter; the
+//! estimate takes one fine train + a fraction + one RTT (one handshake; every train rides on
+//! the same cookie).
 //!
 //! # Choices the issue left open
 //!
