@@ -80,6 +80,10 @@ pub struct ProbeBenchArgs {
     /// (`EstimateOptions::auto_range`: PathQuick's coarse + fine trains, one wide chirp).
     #[arg(long, value_parser = parse_positive::<Rate>)]
     pub bmax: Option<Rate>,
+    /// Auto-ranging's target standard deviation, as a fraction of the capacity (default
+    /// `autorange::TARGET_SIGMA`): PathQuick's fine train is made long enough for it.
+    #[arg(long)]
+    pub target_sigma: Option<f64>,
     /// Pause between two estimates.
     #[arg(long, default_value = "300ms")]
     pub pause: Dur,
@@ -274,6 +278,7 @@ fn run_level(
                 b_max: a.bmax.unwrap_or(defaults.b_max),
                 auto_range: a.bmax.is_none() && fixed.is_none(),
                 design: fixed,
+                target_sigma: a.target_sigma.unwrap_or(defaults.target_sigma),
                 ..defaults
             };
             if a.knee_fit {

@@ -460,7 +460,7 @@ fn every_resolved_address_is_tried() {
 fn auto_ranging_sends_a_coarse_train_then_one_designed_from_it_under_the_servers_cap() {
     // a server capped at 40 Mbit/s: the coarse train tops at the cap, loopback's far higher
     // available bandwidth reads above (or, pacing badly, inconclusive), and the fine train
-    // probes up to the cap with the paper's ΔP
+    // probes up to the cap with at most the paper's ΔP
     let server = serve(ServerConfig { max_rate: Rate::from_mbps(40), ..ServerConfig::default() });
     let opts = EstimateOptions { auto_range: true, ..EstimateOptions::default() };
     let e = estimate_addr(server.local_addr(), &opts).expect("estimate");
@@ -474,7 +474,7 @@ fn auto_ranging_sends_a_coarse_train_then_one_designed_from_it_under_the_servers
     assert!(coarse.probed.1 <= Rate::from_mbps(40) && coarse.probed.1 > Rate::from_mbps(35), "{:?}", coarse.probed);
     assert!(matches!(coarse.outcome, Outcome::AboveRange { .. } | Outcome::Inconclusive { .. }), "{}", coarse.outcome);
     let TrainDesign::PathQuick(fine) = e.design else { panic!("the answer's train is PathQuick") };
-    assert_eq!(fine.delta_p, Bytes(12));
+    assert!(fine.delta_p <= Bytes(12), "at most the paper's ΔP: {:?}", fine.delta_p);
     assert!(fine.b_max() <= Rate::from_mbps(40) && fine.b_max() > Rate::from_mbps(38), "{}", fine.b_max());
     assert!(fine.n > 100, "the fine train keeps the paper's resolution: {} packets", fine.n);
     assert_eq!(e.trains.len(), 1);

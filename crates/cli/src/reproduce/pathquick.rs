@@ -420,6 +420,7 @@ fn pathquick_fig8(dir: &Path) -> Result<String> {
         shaper_grid: None,
         buffer: "100pkts".into(),
         bmax: None,
+        target_sigma: None,
         pause: Dur::from_millis(100),
         knee_fit: false,
         no_realtime: false,
