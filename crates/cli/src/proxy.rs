@@ -228,6 +228,15 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         None => "0.0.0.0:0".parse()?,
     };
     let policy = build_policy(&a)?;
+    // splice(2) into a socket the peer has reset raises SIGPIPE (it has no MSG_NOSIGNAL), and
+    // main() restored SIGPIPE's default (die) for printing: a client that closed while the proxy
+    // was splicing data to it killed the whole proxy silently, leaving its nftables table
+    // behind (found by proxy-web, whose FTP clients close mid-stream). The relay handles EPIPE
+    // as a reset; the signal is not wanted here.
+    // SAFETY: setting a signal disposition to SIG_IGN; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
     let sigs = block_signals();
     let _ = headroom_proxy::sock::raise_nofile_limit();
     let mut cfg = ProxyConfig::new(listen, to);
