@@ -15,6 +15,7 @@ mod probe_watch;
 mod proxy;
 mod proxy_bench;
 mod proxy_fig3;
+mod proxy_web;
 mod reproduce;
 mod send_bench;
 mod shaper_grid;
@@ -59,6 +60,8 @@ enum Cmd {
     ProxyBench(proxy_bench::ProxyBenchArgs),
     /// The overlay paper's Fig. 3 on the kernel (root): testbed chain, Linux TCP end to end vs split by two proxies, beside the simulator and the model.
     ProxyFig3(proxy_fig3::ProxyFig3Args),
+    /// The overlay paper's Figs. 5-7 on the kernel (root): web transfer delays through a transparent proxy with an emulated CPU under policies none / all / A / C.
+    ProxyWeb(proxy_web::ProxyWebArgs),
     /// headroom's congestion controllers in the Linux kernel (BECC, TCP-LP, LEDBAT as BPF struct_ops).
     #[command(subcommand)]
     Cc(cc::CcCmd),
@@ -91,6 +94,7 @@ fn main() {
         Cmd::Proxy(a) => proxy::run(a),
         Cmd::ProxyBench(a) => proxy_bench::run(a),
         Cmd::ProxyFig3(a) => proxy_fig3::run(a),
+        Cmd::ProxyWeb(a) => proxy_web::run(a),
         Cmd::Cc(c) => cc::run(c),
         Cmd::Send(a) => transfer::run_send(a),
         Cmd::Recv(a) => transfer::run_recv(a),

@@ -95,13 +95,19 @@ pub struct ProxyArgs {
     /// Policy B: what to do with a connection whose size is unknown (always, in a proxy).
     #[arg(long, value_enum, default_value = "pass")]
     pub unknown_size: UnknownArg,
-    /// Policy C: CPU time per data packet t (the load limit is --utilisation / t).
+    /// Policy C: CPU time per data packet t (the load limit is --utilisation / t; default: the
+    /// --emulate-cpu time).
     #[arg(long, value_parser = parse_positive::<Dur>)]
     pub per_packet: Option<Dur>,
+    /// Emulate the overlay paper's proxy CPU (off by default): one CPU with a FIFO queue, this
+    /// time per relayed packet of --packet-size and 10 times it per accepted SYN and per
+    /// upstream SYN-ACK; split connections wait for it (docs/proxy.md, "Emulated CPU").
+    #[arg(long, value_parser = parse_positive::<Dur>)]
+    pub emulate_cpu: Option<Dur>,
     /// Policy C: the utilisation above which C stops splitting.
     #[arg(long, default_value_t = 0.9)]
     pub utilisation: f64,
-    /// Bytes counted as one packet for policy C.
+    /// Bytes counted as one packet for policy C and --emulate-cpu.
     #[arg(long, default_value = "1448B", value_parser = parse_positive::<Bytes>)]
     pub packet_size: Bytes,
     /// Print the counters as one JSON line on stdout every this long.
@@ -151,7 +157,10 @@ pub fn build_policy(a: &ProxyArgs) -> anyhow::Result<SplitPolicy> {
             },
         }),
         PolicyArg::C => {
-            let t = a.per_packet.context("--policy c needs --per-packet DURATION (CPU time per packet)")?;
+            let t = a
+                .per_packet
+                .or(a.emulate_cpu)
+                .context("--policy c needs --per-packet DURATION (CPU time per packet) or --emulate-cpu")?;
             if !(a.utilisation > 0.0 && a.utilisation <= 1.0) {
                 bail!("--utilisation must be in (0, 1]");
             }
@@ -219,6 +228,15 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         None => "0.0.0.0:0".parse()?,
     };
     let policy = build_policy(&a)?;
+    // splice(2) into a socket the peer has reset raises SIGPIPE (it has no MSG_NOSIGNAL), and
+    // main() restored SIGPIPE's default (die) for printing: a client that closed while the proxy
+    // was splicing data to it killed the whole proxy silently, leaving its nftables table
+    // behind (found by proxy-web, whose FTP clients close mid-stream). The relay handles EPIPE
+    // as a reset; the signal is not wanted here.
+    // SAFETY: setting a signal disposition to SIG_IGN; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
     let sigs = block_signals();
     let _ = headroom_proxy::sock::raise_nofile_limit();
     let mut cfg = ProxyConfig::new(listen, to);
@@ -246,6 +264,7 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     }
     cfg.policy = policy;
     cfg.packet_bytes = a.packet_size.0;
+    cfg.emulate_cpu = a.emulate_cpu.map(|d| Duration::from_nanos(d.as_nanos()));
     let (tx, rx) = std::sync::mpsc::channel();
     if a.log_conns {
         cfg.conn_log = Some(tx);
@@ -257,6 +276,13 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         let _ = installed.0.set(i);
     } else {
         eprintln!("headroom proxy: {} -> {} (policy {:?}, {:?})", p.local_addr(), to, a.policy, a.mode);
+    }
+    if let Some(t) = a.emulate_cpu {
+        eprintln!(
+            "headroom proxy: emulated CPU: {t} per {} B packet, {} per SYN and SYN-ACK (split connections)",
+            a.packet_size.0,
+            Dur(t.as_nanos() * 10)
+        );
     }
     let start = Instant::now();
     let tick = a.stats.map(|d| Duration::from_nanos(d.as_nanos())).unwrap_or(Duration::from_millis(200));

@@ -24,6 +24,7 @@
 //! that the probe's timing-critical blocking code does not need, and so that the probe builds
 //! and tests without it.
 
+pub mod cpu;
 pub mod policy;
 pub mod relay;
 pub mod sock;
@@ -83,6 +84,9 @@ pub struct ProxyConfig {
     pub congestion: Option<String>,
     /// Send one [`ConnRecord`] per finished connection here.
     pub conn_log: Option<std::sync::mpsc::Sender<ConnRecord>>,
+    /// Emulate the overlay paper's proxy CPU with this time per packet of `packet_bytes`
+    /// (`10 x` per SYN and SYN-ACK) for split connections ([`cpu`]; None: off).
+    pub emulate_cpu: Option<Duration>,
 }
 
 impl ProxyConfig {
@@ -106,6 +110,7 @@ impl ProxyConfig {
             packet_bytes: 1448,
             congestion: None,
             conn_log: None,
+            emulate_cpu: None,
         }
     }
 }
@@ -192,11 +197,12 @@ pub fn spawn(mut cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
         Instant::now(),
         cfg.packet_bytes,
     )));
+    let cpu = cfg.emulate_cpu.map(|t| Arc::new(cpu::EmulatedCpu::new(t, cfg.packet_bytes)));
     let cfg = Arc::new(cfg);
     let thread = std::thread::Builder::new().name("headroom-proxy-main".into()).spawn(move || {
         rt.block_on(async move {
             tokio::select! {
-                _ = accept_loop(listener, cfg, st, driver) => {}
+                _ = accept_loop(listener, cfg, st, driver, cpu) => {}
                 _ = stop_rx => {}
             }
         });
@@ -246,7 +252,13 @@ impl Drop for SourceSlot {
 
 type Driver = Arc<Mutex<PolicyDriver>>;
 
-async fn accept_loop(listener: TcpListener, cfg: Arc<ProxyConfig>, stats: Arc<Stats>, driver: Driver) {
+async fn accept_loop(
+    listener: TcpListener,
+    cfg: Arc<ProxyConfig>,
+    stats: Arc<Stats>,
+    driver: Driver,
+    cpu: Option<Arc<cpu::EmulatedCpu>>,
+) {
     {
         // Feed relayed bytes to the policy as packets (policy C's SampleLoad).
         let (driver, stats) = (driver.clone(), stats.clone());
@@ -338,8 +350,10 @@ async fn accept_loop(listener: TcpListener, cfg: Arc<ProxyConfig>, stats: Arc<St
         next_id += 1;
         let id = next_id;
         let (cfg, stats, rec_tx, driver) = (cfg.clone(), stats.clone(), rec_tx.clone(), driver.clone());
+        // Only split connections use the (emulated) CPU: the simulator's fast path for the others.
+        let cpu = if split { cpu.clone() } else { None };
         tokio::spawn(async move {
-            let rec = serve(client, peer, split, id, &cfg, &stats, &driver).await;
+            let rec = serve(client, peer, split, id, &cfg, &stats, &driver, cpu.as_deref()).await;
             drop(slot);
             drop(permit);
             if cfg.conn_log.is_some() {
@@ -373,6 +387,7 @@ async fn connect_upstream(
 }
 
 /// Relays one client connection to the upstream; returns its record.
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     client: TcpStream,
     peer: SocketAddr,
@@ -381,6 +396,7 @@ async fn serve(
     cfg: &ProxyConfig,
     stats: &Stats,
     driver: &Driver,
+    cpu: Option<&cpu::EmulatedCpu>,
 ) -> ConnRecord {
     let start = Instant::now();
     // Transparent: the accepted socket's local address is the original destination.
@@ -406,6 +422,10 @@ async fn serve(
     let connected = if self_addressed {
         Err(std::io::Error::other("connection addressed to the proxy itself"))
     } else {
+        // The client's SYN is processed before the proxy sends its own upstream.
+        if let Some(c) = cpu {
+            c.syn(stats).await;
+        }
         connect_upstream(cfg, split, to, from).await
     };
     let upstream = match connected {
@@ -420,6 +440,10 @@ async fn serve(
     };
     if split {
         driver.lock().expect("policy lock").on_syn_ack(Instant::now());
+    }
+    // The upstream's SYN-ACK is processed before the first byte is relayed.
+    if let Some(c) = cpu {
+        c.syn(stats).await;
     }
     stats.active.fetch_add(1, Relaxed);
     if split {
@@ -437,8 +461,15 @@ async fn serve(
     let _ = upstream.set_nodelay(true);
     let last = AtomicU64::new(0);
     let buffer = if split { cfg.buffer } else { COUPLED_BUFFER };
-    let up_ctx =
-        relay::DirCtx { stats, global_bytes: &stats.bytes_up, last_activity_ms: &last, start, buffer, mode: cfg.mode };
+    let up_ctx = relay::DirCtx {
+        stats,
+        global_bytes: &stats.bytes_up,
+        last_activity_ms: &last,
+        start,
+        buffer,
+        mode: cfg.mode,
+        cpu,
+    };
     let down_ctx = relay::DirCtx { global_bytes: &stats.bytes_down, ..up_ctx };
     let (mut up, mut down) = (DirCounters::default(), DirCounters::default());
     let both = async {

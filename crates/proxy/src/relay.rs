@@ -15,6 +15,7 @@
 //! keeps filling in the kernel while the relay drains, so the alternation does not idle the
 //! client leg.
 
+use crate::cpu::EmulatedCpu;
 use crate::sock::Pipe;
 use crate::stats::{DirCounters, Stats};
 use std::io;
@@ -53,6 +54,9 @@ pub struct DirCtx<'a> {
     /// Relay buffer size in bytes.
     pub buffer: usize,
     pub mode: CopyMode,
+    /// The emulated CPU every chunk must be served by before it is written on (split
+    /// connections with `--emulate-cpu`; see [`crate::cpu`]).
+    pub cpu: Option<&'a EmulatedCpu>,
 }
 
 /// Relays `src` → `dst` until `src`'s end of stream, then shuts `dst` down for writing.
@@ -141,6 +145,9 @@ async fn relay_with(
         }
         taken(ctx, c, n);
         guard.held = n;
+        if let Some(cpu) = ctx.cpu {
+            cpu.data(n, ctx.stats).await;
+        }
         // Drain.
         let t1 = Instant::now();
         while guard.held > 0 {

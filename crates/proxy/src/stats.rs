@@ -46,6 +46,12 @@ pub struct Stats {
     /// Total time the upstream-bound direction waited for the upstream to accept data (the
     /// relay buffer full: the coupling pushing back on the client leg), ns.
     pub upstream_blocked_ns: AtomicU64,
+    /// `--emulate-cpu`: service time reserved on the emulated CPU (its busy time), ns.
+    pub cpu_busy_ns: AtomicU64,
+    /// `--emulate-cpu`: time jobs waited in the emulated CPU's queue before service, ns.
+    pub cpu_wait_ns: AtomicU64,
+    /// `--emulate-cpu`: jobs served (SYNs, SYN-ACKs, relayed chunks).
+    pub cpu_jobs: AtomicU64,
 }
 
 impl Stats {
@@ -77,6 +83,9 @@ impl Stats {
             "buffered_peak_bytes": g(&self.buffered_peak),
             "upstream_idle_ms": g(&self.upstream_idle_ns) as f64 / 1e6,
             "upstream_blocked_ms": g(&self.upstream_blocked_ns) as f64 / 1e6,
+            "cpu_busy_ms": g(&self.cpu_busy_ns) as f64 / 1e6,
+            "cpu_wait_ms": g(&self.cpu_wait_ns) as f64 / 1e6,
+            "cpu_jobs": g(&self.cpu_jobs),
         })
     }
 }

@@ -362,6 +362,40 @@ pub fn tcp_listen_max_window(port: u16, max_window: u32) -> Result<TcpListener> 
     }
 }
 
+/// Opens a TCP connection from the local address `src` (any port) to `dst`, giving up after
+/// `timeout` (SO_SNDTIMEO bounds a blocking connect on Linux). For clients that must come from
+/// one of several addresses of their host.
+pub fn tcp_connect_from(src: std::net::Ipv4Addr, dst: std::net::SocketAddrV4, timeout: Duration) -> Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let sin = |a: std::net::SocketAddrV4| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a fresh socket owned by the returned stream (closed by it on every error path);
+    // bind and connect read a live sockaddr_in of the length passed.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("socket");
+        }
+        let s = TcpStream::from_raw_fd(fd);
+        s.set_write_timeout(Some(timeout))?;
+        let from = sin(std::net::SocketAddrV4::new(src, 0));
+        if libc::bind(fd, (&from as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("binding {src}"));
+        }
+        let to = sin(dst);
+        if libc::connect(fd, (&to as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("connecting {src} -> {dst}"));
+        }
+        s.set_write_timeout(None)?;
+        Ok(s)
+    }
+}
+
 /// Opens a TCP connection to `dst` with kernel congestion control `cc`.
 pub fn tcp_connect(dst: SocketAddr, cc: &str) -> Result<TcpStream> {
     // std has no unconnected TcpStream, so TCP_CONGESTION is set right after the handshake,

@@ -30,7 +30,7 @@ mod becc;
 mod imtcp;
 pub(crate) mod imtcp_bg;
 mod imtcp_fullspeed;
-mod overlay;
+pub(crate) mod overlay;
 pub(crate) mod pathquick;
 pub(crate) mod report;
 

@@ -163,15 +163,15 @@ fn curves(run: &WebProxyRun) -> Curves {
     }
 }
 
-fn q(v: &[f64], p: f64) -> Option<f64> {
+pub(crate) fn q(v: &[f64], p: f64) -> Option<f64> {
     Sorted::new(v.to_vec()).quantile(p)
 }
 
-fn fmt_q(v: &[f64], p: f64) -> String {
+pub(crate) fn fmt_q(v: &[f64], p: f64) -> String {
     q(v, p).map_or_else(|| "-".into(), |x| format!("{:.3}", x))
 }
 
-fn cdf(v: &[f64]) -> Vec<(f64, f64)> {
+pub(crate) fn cdf(v: &[f64]) -> Vec<(f64, f64)> {
     let s = Sorted::new(v.to_vec()).into_vec();
     let n = s.len() as f64;
     s.iter().enumerate().map(|(i, x)| (*x, (i + 1) as f64 / n)).collect()

@@ -43,8 +43,11 @@
 //! - Policy B when the size is unknown at the SYN (a real proxy rarely knows it): configurable,
 //!   [`UnknownSize`]; the simulator always knows it.
 
+mod cpu;
 mod policies;
 mod queue;
+
+pub use cpu::FifoCpu;
 
 pub use policies::{LoadEstimator, SourcePrefix, SplitLargeDocuments, SplitUsers, SplitWhileLowLoad, UnknownSize};
 pub use queue::SplitWhileShortQueue;
