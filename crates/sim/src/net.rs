@@ -32,7 +32,7 @@
 //! The other half of the events used to be "link free" (a link finished serialising). There is
 //! still one such event per transmission, with its `(time, seq)` key taken when the
 //! transmission starts, but it is in the heap only while packets wait behind it
-//! ([`Slot::Free`]): then it starts the next transmission, at its place in the order, and
+//! ([`Wire::Free`]): then it starts the next transmission, at its place in the order, and
 //! assigns that transmission's keys as it always did. A link's free event with nobody waiting
 //! only made the link idle. Now the link keeps that event's key (`free_at`) and is busy for as
 //! long as the event in progress ([`Net::pop_until`]'s last key) comes before it: the same
@@ -40,6 +40,12 @@
 //! and last hops are faster than the bottleneck, most links are idle when a packet arrives,
 //! and their free events never reach the heap. Events are counted as before, the free events
 //! that never reached the heap included ([`Net::counters`]).
+//!
+//! The links' entries (lane heads and free events, at most two per link) have a heap of their
+//! own, apart from the endpoints' events (timers of every connection, wake-ups, samples: a web
+//! scenario keeps hundreds). [`Net::pop_until`] takes the earlier of the two heaps' first
+//! entries, so the order is still that of the `(time, seq)` keys, and the packet events, four
+//! in five of all, sift through a heap of a few entries.
 
 use std::cmp::Ordering;
 use std::collections::binary_heap::PeekMut;
@@ -138,36 +144,36 @@ pub enum Ev {
     Sample,
 }
 
-/// What a heap entry stands for: an event, the first pending arrival of a link's [`Lane`], or
-/// a link's free event while packets wait behind it (see the module's "Hot path").
+/// What an entry of the links' heap stands for: the first pending arrival of a link's
+/// [`Lane`], or a link's free event while packets wait behind it (see the module's "Hot path").
 #[derive(Clone, Copy, Debug)]
-enum Slot {
-    Ev(Ev),
+enum Wire {
     Lane(LinkId),
     Free(LinkId),
 }
 
-struct Entry {
+/// A heap entry: `slot` (an [`Ev`] or a [`Wire`]) due at `(time, seq)`.
+struct Entry<T> {
     time: u64,
     seq: u64,
-    slot: Slot,
+    slot: T,
 }
 
 /// A link's pending arrivals `(time, seq, packet)`, in increasing `(time, seq)` order; the first
-/// one is also in the heap (as [`Slot::Lane`]).
+/// one is also in the heap (as [`Wire::Lane`]).
 type Lane = VecDeque<(u64, u64, u32)>;
-impl PartialEq for Entry {
+impl<T> PartialEq for Entry<T> {
     fn eq(&self, o: &Self) -> bool {
         self.time == o.time && self.seq == o.seq
     }
 }
-impl Eq for Entry {}
-impl PartialOrd for Entry {
+impl<T> Eq for Entry<T> {}
+impl<T> PartialOrd for Entry<T> {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for Entry {
+impl<T> Ord for Entry<T> {
     // Reversed: BinaryHeap is a max-heap and we want the earliest (time, seq) first.
     fn cmp(&self, o: &Self) -> Ordering {
         (o.time, o.seq).cmp(&(self.time, self.seq))
@@ -277,7 +283,11 @@ pub struct Net {
     /// `(time, seq)` key of the event in progress; after [`Net::pop_until`] found nothing more
     /// due, `(until, u64::MAX)`: every event up to `until` has run.
     cur: (u64, u64),
-    heap: BinaryHeap<Entry>,
+    /// Endpoint and traffic events (timers, wake-ups, samples, ...).
+    heap: BinaryHeap<Entry<Ev>>,
+    /// The links' entries: at most one lane head and one free event per link, so a pop from
+    /// it sifts through a few levels, not through every pending timer.
+    wire: BinaryHeap<Entry<Wire>>,
     /// Pending arrivals of each link (see the module's "Hot path").
     lanes: Vec<Lane>,
     next_seq: u64,
@@ -300,6 +310,7 @@ impl Net {
             now: Time::ZERO,
             cur: (0, 0),
             heap: BinaryHeap::with_capacity(64),
+            wire: BinaryHeap::with_capacity(2 * links.len()),
             lanes,
             next_seq: 0,
             pkts: Vec::with_capacity(1024),
@@ -344,7 +355,7 @@ impl Net {
     #[inline]
     pub fn schedule(&mut self, at: Time, ev: Ev) {
         debug_assert!(at >= self.now, "event scheduled in the past");
-        self.heap.push(Entry { time: at.0, seq: self.next_seq, slot: Slot::Ev(ev) });
+        self.heap.push(Entry { time: at.0, seq: self.next_seq, slot: ev });
         self.next_seq += 1;
     }
 
@@ -357,13 +368,13 @@ impl Net {
         match lane.back() {
             None => {
                 lane.push_back((at.0, seq, pkt));
-                self.heap.push(Entry { time: at.0, seq, slot: Slot::Lane(li) });
+                self.wire.push(Entry { time: at.0, seq, slot: Wire::Lane(li) });
             }
             // `seq` is the largest yet, so a time no earlier than the last one's keeps the order.
             Some(&(last, _, _)) if at.0 >= last => lane.push_back((at.0, seq, pkt)),
             Some(_) => {
                 let node = self.links[li as usize].to;
-                self.heap.push(Entry { time: at.0, seq, slot: Slot::Ev(Ev::Arrive { pkt, node }) });
+                self.heap.push(Entry { time: at.0, seq, slot: Ev::Arrive { pkt, node } });
             }
         }
     }
@@ -373,10 +384,28 @@ impl Net {
     #[inline]
     pub fn pop_until(&mut self, until: Time) -> Option<Ev> {
         loop {
-            let Some(top) = self.heap.peek_mut() else {
-                self.cur = self.cur.max((until.0, u64::MAX));
-                return None;
+            // The earlier of the two heaps' first entries (keys are unique).
+            let ev_key = self.heap.peek().map(|e| (e.time, e.seq));
+            let wire_first = match (self.wire.peek(), ev_key) {
+                (Some(w), Some(k)) => (w.time, w.seq) < k,
+                (w, _) => w.is_some(),
             };
+            if !wire_first {
+                let Some(top) = self.heap.peek_mut() else {
+                    self.cur = self.cur.max((until.0, u64::MAX));
+                    return None;
+                };
+                if top.time > until.0 {
+                    drop(top);
+                    self.cur = self.cur.max((until.0, u64::MAX));
+                    return None;
+                }
+                self.now = Time(top.time);
+                self.cur = (top.time, top.seq);
+                self.counters.events += 1;
+                return Some(PeekMut::pop(top).slot);
+            }
+            let Some(top) = self.wire.peek_mut() else { return None };
             if top.time > until.0 {
                 drop(top);
                 self.cur = self.cur.max((until.0, u64::MAX));
@@ -386,11 +415,7 @@ impl Net {
             self.cur = (top.time, top.seq);
             self.counters.events += 1;
             match top.slot {
-                Slot::Ev(ev) => {
-                    PeekMut::pop(top);
-                    return Some(ev);
-                }
-                Slot::Lane(li) => {
+                Wire::Lane(li) => {
                     let lane = &mut self.lanes[li as usize];
                     let Some((_, _, pkt)) = lane.pop_front() else {
                         // Not reached: a lane's entry is in the heap only while the lane has one.
@@ -402,7 +427,7 @@ impl Net {
                         // The lane's next arrival takes the first one's place (one sift-down).
                         Some(&(time, seq, _)) => {
                             let mut top = top;
-                            *top = Entry { time, seq, slot: Slot::Lane(li) };
+                            *top = Entry { time, seq, slot: Wire::Lane(li) };
                         }
                         None => {
                             PeekMut::pop(top);
@@ -410,7 +435,7 @@ impl Net {
                     }
                     return Some(Ev::Arrive { pkt, node });
                 }
-                Slot::Free(li) => {
+                Wire::Free(li) => {
                     // The link finished serialising: the first waiting packet starts. Its free
                     // event takes this one's place while more wait behind it.
                     let link = &mut self.links[li as usize];
@@ -425,7 +450,7 @@ impl Net {
                     if !link.queue.is_empty() {
                         link.free_uncounted = false;
                         let mut top = top;
-                        *top = Entry { time: free.0, seq: free.1, slot: Slot::Free(li) };
+                        *top = Entry { time: free.0, seq: free.1, slot: Wire::Free(li) };
                     } else {
                         PeekMut::pop(top);
                     }
@@ -494,7 +519,7 @@ impl Net {
                 // The first packet to wait: the free event now has work to do in the heap.
                 let (time, seq) = link.free_at;
                 link.free_uncounted = false;
-                self.heap.push(Entry { time, seq, slot: Slot::Free(li) });
+                self.wire.push(Entry { time, seq, slot: Wire::Free(li) });
             }
             link.queue.push_back(idx);
             link.queued_bytes += p.size as u64;
