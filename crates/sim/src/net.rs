@@ -385,35 +385,24 @@ impl Net {
     pub fn pop_until(&mut self, until: Time) -> Option<Ev> {
         loop {
             // The earlier of the two heaps' first entries (keys are unique).
-            let ev_key = self.heap.peek().map(|e| (e.time, e.seq));
-            let wire_first = match (self.wire.peek(), ev_key) {
-                (Some(w), Some(k)) => (w.time, w.seq) < k,
-                (w, _) => w.is_some(),
+            let ev = self.heap.peek().map(|e| (e.time, e.seq));
+            let wire = self.wire.peek().map(|e| (e.time, e.seq));
+            let first = match (wire, ev) {
+                (Some(w), Some(e)) => Some((w.min(e), w < e)),
+                (Some(w), None) => Some((w, true)),
+                (None, e) => e.map(|e| (e, false)),
             };
-            if !wire_first {
-                let Some(top) = self.heap.peek_mut() else {
-                    self.cur = self.cur.max((until.0, u64::MAX));
-                    return None;
-                };
-                if top.time > until.0 {
-                    drop(top);
-                    self.cur = self.cur.max((until.0, u64::MAX));
-                    return None;
-                }
-                self.now = Time(top.time);
-                self.cur = (top.time, top.seq);
-                self.counters.events += 1;
-                return Some(PeekMut::pop(top).slot);
-            }
-            let Some(top) = self.wire.peek_mut() else { return None };
-            if top.time > until.0 {
-                drop(top);
+            let Some((key, wire_first)) = first.filter(|f| f.0 .0 <= until.0) else {
                 self.cur = self.cur.max((until.0, u64::MAX));
                 return None;
-            }
-            self.now = Time(top.time);
-            self.cur = (top.time, top.seq);
+            };
+            self.now = Time(key.0);
+            self.cur = key;
             self.counters.events += 1;
+            if !wire_first {
+                return self.heap.pop().map(|e| e.slot);
+            }
+            let top = self.wire.peek_mut()?;
             match top.slot {
                 Wire::Lane(li) => {
                     let lane = &mut self.lanes[li as usize];
