@@ -210,7 +210,7 @@ fn run_bench(a: BenchArgs) -> Result<()> {
             w.run();
             let wall = t0.elapsed().as_secs_f64();
             let pkts = w.link_packets(&bottleneck).unwrap_or(0);
-            let events = w.net.counters.events;
+            let events = w.net.counters().events;
             let web_pages: u64 = w.report().flows.iter().map(|f| f.pages).sum();
             runs.push((wall, pkts, events, web_pages));
         }

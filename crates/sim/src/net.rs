@@ -28,6 +28,24 @@
 //! every packet in flight, and since the keys are the same `(time, seq)` pairs, events come out
 //! in exactly the order one heap of all of them gives. An arrival that would not keep its
 //! lane in order (a link whose delay was changed mid-run) goes into the heap itself.
+//!
+//! The other half of the events used to be "link free" (a link finished serialising). There is
+//! still one such event per transmission, with its `(time, seq)` key taken when the
+//! transmission starts, but it is in the heap only while packets wait behind it
+//! ([`Wire::Free`]): then it starts the next transmission, at its place in the order, and
+//! assigns that transmission's keys as it always did. A link's free event with nobody waiting
+//! only made the link idle. Now the link keeps that event's key (`free_at`) and is busy for as
+//! long as the event in progress ([`Net::pop_until`]'s last key) comes before it: the same
+//! answer the event would have given at the same place in the order. On a path whose first
+//! and last hops are faster than the bottleneck, most links are idle when a packet arrives,
+//! and their free events never reach the heap. Events are counted as before, the free events
+//! that never reached the heap included ([`Net::counters`]).
+//!
+//! The links' entries (lane heads and free events, at most two per link) have a heap of their
+//! own, apart from the endpoints' events (timers of every connection, wake-ups, samples: a web
+//! scenario keeps hundreds). [`Net::pop_until`] takes the earlier of the two heaps' first
+//! entries, so the order is still that of the `(time, seq)` keys, and the packet events, four
+//! in five of all, sift through a heap of a few entries.
 
 use std::cmp::Ordering;
 use std::collections::binary_heap::PeekMut;
@@ -84,11 +102,9 @@ pub struct Packet {
     pub tsecr: Time,
 }
 
-/// Events of the simulation.
+/// Events of the simulation. (A link finishing a packet is handled inside [`Net`].)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ev {
-    /// A link finished serialising its current packet.
-    LinkFree(LinkId),
     /// A packet arrives at a node.
     Arrive {
         pkt: u32,
@@ -128,34 +144,36 @@ pub enum Ev {
     Sample,
 }
 
-/// What a heap entry stands for: an event, or the first pending arrival of a link's [`Lane`].
+/// What an entry of the links' heap stands for: the first pending arrival of a link's
+/// [`Lane`], or a link's free event while packets wait behind it (see the module's "Hot path").
 #[derive(Clone, Copy, Debug)]
-enum Slot {
-    Ev(Ev),
+enum Wire {
     Lane(LinkId),
+    Free(LinkId),
 }
 
-struct Entry {
+/// A heap entry: `slot` (an [`Ev`] or a [`Wire`]) due at `(time, seq)`.
+struct Entry<T> {
     time: u64,
     seq: u64,
-    slot: Slot,
+    slot: T,
 }
 
 /// A link's pending arrivals `(time, seq, packet)`, in increasing `(time, seq)` order; the first
-/// one is also in the heap (as [`Slot::Lane`]).
+/// one is also in the heap (as [`Wire::Lane`]).
 type Lane = VecDeque<(u64, u64, u32)>;
-impl PartialEq for Entry {
+impl<T> PartialEq for Entry<T> {
     fn eq(&self, o: &Self) -> bool {
         self.time == o.time && self.seq == o.seq
     }
 }
-impl Eq for Entry {}
-impl PartialOrd for Entry {
+impl<T> Eq for Entry<T> {}
+impl<T> PartialOrd for Entry<T> {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for Entry {
+impl<T> Ord for Entry<T> {
     // Reversed: BinaryHeap is a max-heap and we want the earliest (time, seq) first.
     fn cmp(&self, o: &Self) -> Ordering {
         (o.time, o.seq).cmp(&(self.time, self.seq))
@@ -180,7 +198,12 @@ pub struct Link {
     pub limit: QueueLimit,
     queue: VecDeque<u32>,
     pub queued_bytes: u64,
-    busy: bool,
+    /// `(time, seq)` key of the free event of the link's last transmission: the link is busy
+    /// while the event in progress comes before it.
+    free_at: (u64, u64),
+    /// That free event is in the heap neither now nor before (nothing waited behind it), so it
+    /// has not been counted in [`Counters::events`] yet.
+    free_uncounted: bool,
     pub tx_packets: u64,
     pub tx_bytes: u64,
     pub drops: u64,
@@ -207,7 +230,8 @@ impl Link {
             limit,
             queue: VecDeque::new(),
             queued_bytes: 0,
-            busy: false,
+            free_at: (0, 0),
+            free_uncounted: false,
             tx_packets: 0,
             tx_bytes: 0,
             drops: 0,
@@ -256,7 +280,14 @@ pub struct Counters {
 /// Nodes, links, packets in flight and the event queue.
 pub struct Net {
     pub now: Time,
-    heap: BinaryHeap<Entry>,
+    /// `(time, seq)` key of the event in progress; after [`Net::pop_until`] found nothing more
+    /// due, `(until, u64::MAX)`: every event up to `until` has run.
+    cur: (u64, u64),
+    /// Endpoint and traffic events (timers, wake-ups, samples, ...).
+    heap: BinaryHeap<Entry<Ev>>,
+    /// The links' entries: at most one lane head and one free event per link, so a pop from
+    /// it sifts through a few levels, not through every pending timer.
+    wire: BinaryHeap<Entry<Wire>>,
     /// Pending arrivals of each link (see the module's "Hot path").
     lanes: Vec<Lane>,
     next_seq: u64,
@@ -266,7 +297,7 @@ pub struct Net {
     pub node_names: Vec<String>,
     /// `routes[node * n + dst]` = first link from `node` toward `dst`.
     routes: Vec<LinkId>,
-    pub counters: Counters,
+    counters: Counters,
     /// Drops charged to each flow-statistics index.
     pub drops_by_stat: Vec<u64>,
 }
@@ -277,7 +308,9 @@ impl Net {
         let lanes = links.iter().map(|_| Lane::new()).collect();
         let mut net = Net {
             now: Time::ZERO,
+            cur: (0, 0),
             heap: BinaryHeap::with_capacity(64),
+            wire: BinaryHeap::with_capacity(2 * links.len()),
             lanes,
             next_seq: 0,
             pkts: Vec::with_capacity(1024),
@@ -322,65 +355,96 @@ impl Net {
     #[inline]
     pub fn schedule(&mut self, at: Time, ev: Ev) {
         debug_assert!(at >= self.now, "event scheduled in the past");
-        self.heap.push(Entry { time: at.0, seq: self.next_seq, slot: Slot::Ev(ev) });
+        self.heap.push(Entry { time: at.0, seq: self.next_seq, slot: ev });
         self.next_seq += 1;
     }
 
     /// Schedules packet `pkt`'s arrival over link `li` at `at`: in the link's lane when that
     /// keeps the lane in order (always, unless the link's delay changed), else in the heap.
     #[inline]
-    fn schedule_arrival(&mut self, li: LinkId, at: Time, pkt: u32) {
+    fn schedule_arrival(&mut self, li: LinkId, at: Time, seq: u64, pkt: u32) {
         debug_assert!(at >= self.now, "event scheduled in the past");
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let lane = &mut self.lanes[li as usize];
         match lane.back() {
             None => {
                 lane.push_back((at.0, seq, pkt));
-                self.heap.push(Entry { time: at.0, seq, slot: Slot::Lane(li) });
+                self.wire.push(Entry { time: at.0, seq, slot: Wire::Lane(li) });
             }
             // `seq` is the largest yet, so a time no earlier than the last one's keeps the order.
             Some(&(last, _, _)) if at.0 >= last => lane.push_back((at.0, seq, pkt)),
             Some(_) => {
                 let node = self.links[li as usize].to;
-                self.heap.push(Entry { time: at.0, seq, slot: Slot::Ev(Ev::Arrive { pkt, node }) });
+                self.heap.push(Entry { time: at.0, seq, slot: Ev::Arrive { pkt, node } });
             }
         }
     }
 
-    /// The next event, if any is due at or before `until`.
+    /// The next event, if any is due at or before `until`. Free events of links with packets
+    /// waiting are handled here, in their place in the order.
     #[inline]
     pub fn pop_until(&mut self, until: Time) -> Option<Ev> {
-        let top = self.heap.peek_mut()?;
-        if top.time > until.0 {
-            return None;
-        }
-        self.now = Time(top.time);
-        self.counters.events += 1;
-        match top.slot {
-            Slot::Ev(ev) => {
-                PeekMut::pop(top);
-                Some(ev)
+        loop {
+            // The earlier of the two heaps' first entries (keys are unique).
+            let ev = self.heap.peek().map(|e| (e.time, e.seq));
+            let wire = self.wire.peek().map(|e| (e.time, e.seq));
+            let first = match (wire, ev) {
+                (Some(w), Some(e)) => Some((w.min(e), w < e)),
+                (Some(w), None) => Some((w, true)),
+                (None, e) => e.map(|e| (e, false)),
+            };
+            let Some((key, wire_first)) = first.filter(|f| f.0 .0 <= until.0) else {
+                self.cur = self.cur.max((until.0, u64::MAX));
+                return None;
+            };
+            self.now = Time(key.0);
+            self.cur = key;
+            self.counters.events += 1;
+            if !wire_first {
+                return self.heap.pop().map(|e| e.slot);
             }
-            Slot::Lane(li) => {
-                let lane = &mut self.lanes[li as usize];
-                let Some((_, _, pkt)) = lane.pop_front() else {
-                    // Not reached: a lane's entry is in the heap only while the lane has one.
-                    PeekMut::pop(top);
-                    return self.pop_until(until);
-                };
-                let node = self.links[li as usize].to;
-                match lane.front() {
-                    // The lane's next arrival takes the first one's place (one sift-down).
-                    Some(&(time, seq, _)) => {
-                        let mut top = top;
-                        *top = Entry { time, seq, slot: Slot::Lane(li) };
+            let top = self.wire.peek_mut()?;
+            match top.slot {
+                Wire::Lane(li) => {
+                    let lane = &mut self.lanes[li as usize];
+                    let Some((_, _, pkt)) = lane.pop_front() else {
+                        // Not reached: a lane's entry is in the heap only while the lane has one.
+                        PeekMut::pop(top);
+                        continue;
+                    };
+                    let node = self.links[li as usize].to;
+                    match lane.front() {
+                        // The lane's next arrival takes the first one's place (one sift-down).
+                        Some(&(time, seq, _)) => {
+                            let mut top = top;
+                            *top = Entry { time, seq, slot: Wire::Lane(li) };
+                        }
+                        None => {
+                            PeekMut::pop(top);
+                        }
                     }
-                    None => {
+                    return Some(Ev::Arrive { pkt, node });
+                }
+                Wire::Free(li) => {
+                    // The link finished serialising: the first waiting packet starts. Its free
+                    // event takes this one's place while more wait behind it.
+                    let link = &mut self.links[li as usize];
+                    let Some(idx) = link.queue.pop_front() else {
+                        // Not reached: a free event is in the heap only while packets wait.
+                        PeekMut::pop(top);
+                        continue;
+                    };
+                    let size = self.pkts[idx as usize].size;
+                    link.queued_bytes -= size as u64;
+                    let (free, arrival) = start_tx(link, size, self.now, &mut self.next_seq, &mut self.counters);
+                    if !link.queue.is_empty() {
+                        link.free_uncounted = false;
+                        let mut top = top;
+                        *top = Entry { time: free.0, seq: free.1, slot: Wire::Free(li) };
+                    } else {
                         PeekMut::pop(top);
                     }
+                    self.schedule_arrival(li, arrival.0, arrival.1, idx);
                 }
-                Some(Ev::Arrive { pkt, node })
             }
         }
     }
@@ -435,10 +499,17 @@ impl Net {
             self.drop_packet(idx);
             return;
         }
-        if !link.busy {
-            link.busy = true;
-            self.start_tx(li, idx);
+        if link.free_at <= self.cur {
+            // Idle: the free event of its last transmission, if any, has had its turn.
+            let (_, (at, seq)) = start_tx(link, p.size, now, &mut self.next_seq, &mut self.counters);
+            self.schedule_arrival(li, at, seq, idx);
         } else if link.fits(p.size) {
+            if link.queue.is_empty() {
+                // The first packet to wait: the free event now has work to do in the heap.
+                let (time, seq) = link.free_at;
+                link.free_uncounted = false;
+                self.wire.push(Entry { time, seq, slot: Wire::Free(li) });
+            }
             link.queue.push_back(idx);
             link.queued_bytes += p.size as u64;
             link.max_queue_packets = link.max_queue_packets.max(link.queue.len());
@@ -459,28 +530,11 @@ impl Net {
         self.free(idx);
     }
 
-    fn start_tx(&mut self, li: LinkId, idx: u32) {
-        let size = self.pkts[idx as usize].size;
-        let link = &mut self.links[li as usize];
-        let tx = headroom_core::units::Bytes(size as u64).time_at(link.rate);
-        link.tx_packets += 1;
-        link.tx_bytes += size as u64;
-        let delay = link.delay;
-        let now = self.now;
-        self.schedule(now + tx, Ev::LinkFree(li));
-        self.schedule_arrival(li, now + tx + delay, idx);
-    }
-
-    /// The link finished serialising: start the next waiting packet.
-    pub fn link_free(&mut self, li: LinkId) {
-        let link = &mut self.links[li as usize];
-        match link.queue.pop_front() {
-            Some(idx) => {
-                link.queued_bytes -= self.pkts[idx as usize].size as u64;
-                self.start_tx(li, idx);
-            }
-            None => link.busy = false,
-        }
+    /// Packet counters, and the events run so far: those popped from the heap and the free
+    /// events of links that had nobody waiting, whose turn has come (see the module's "Hot path").
+    pub fn counters(&self) -> Counters {
+        let idle_frees = self.links.iter().filter(|l| l.free_uncounted && l.free_at <= self.cur).count() as u64;
+        Counters { events: self.counters.events + idle_frees, ..self.counters }
     }
 
     /// A packet reached its destination: counts it and releases its slot.
@@ -490,6 +544,32 @@ impl Net {
         self.free(idx);
         p
     }
+}
+
+/// Starts serialising a packet of `size` bytes on `link` at `now`. Takes the keys of the
+/// transmission's free event and of the packet's arrival at the far end from `next_seq` (in that
+/// order, as when the free event was scheduled as an event) and returns them; the caller
+/// schedules the arrival.
+fn start_tx(
+    link: &mut Link,
+    size: u32,
+    now: Time,
+    next_seq: &mut u64,
+    counters: &mut Counters,
+) -> ((u64, u64), (Time, u64)) {
+    if link.free_uncounted {
+        // The previous transmission's free event never reached the heap; it has run.
+        counters.events += 1;
+    }
+    let tx = headroom_core::units::Bytes(size as u64).time_at(link.rate);
+    link.tx_packets += 1;
+    link.tx_bytes += size as u64;
+    let free = ((now + tx).0, *next_seq);
+    link.free_at = free;
+    link.free_uncounted = true;
+    let arrival = (now + tx + link.delay, *next_seq + 1);
+    *next_seq += 2;
+    (free, arrival)
 }
 
 #[cfg(test)]
@@ -531,7 +611,6 @@ mod tests {
         let mut arrival = None;
         while let Some(ev) = net.pop_until(Time::MAX) {
             match ev {
-                Ev::LinkFree(l) => net.link_free(l),
                 Ev::Arrive { pkt, node: 2 } => {
                     net.deliver(pkt);
                     arrival = Some(net.now);
@@ -551,8 +630,44 @@ mod tests {
         }
         // One in service, two waiting, two dropped.
         assert_eq!(net.links[0].queued_packets(), 2);
-        assert_eq!(net.counters.dropped, 2);
-        assert_eq!(net.counters.created, net.counters.dropped + net.packets_in_network());
+        assert_eq!(net.counters().dropped, 2);
+        assert_eq!(net.counters().created, net.counters().dropped + net.packets_in_network());
+    }
+
+    #[test]
+    fn a_link_is_busy_until_its_free_event_has_had_its_turn() {
+        // 12 Mbps: 1500 B take 1 ms. A packet handed to the link at exactly 1 ms, by an event
+        // that comes before the first packet's free event (scheduled earlier), finds the link
+        // busy and waits; by one that comes after it, finds the link idle.
+        for (sample_first, waits) in [(true, 1), (false, 0)] {
+            let mut net = Net::new(vec!["a".into(), "b".into()], vec![link(0, 1, 12, 5, 10)]);
+            if sample_first {
+                net.schedule(Time(1_000_000), Ev::Sample);
+            }
+            net.send(0, pkt(1, 1500));
+            if !sample_first {
+                net.schedule(Time(1_000_000), Ev::Sample);
+            }
+            let mut arrivals = Vec::new();
+            while let Some(ev) = net.pop_until(Time::MAX) {
+                match ev {
+                    Ev::Sample => {
+                        net.send(0, pkt(1, 1500));
+                        assert_eq!(net.links[0].queued_packets(), waits, "sample first: {sample_first}");
+                    }
+                    Ev::Arrive { pkt, .. } => {
+                        net.deliver(pkt);
+                        arrivals.push(net.now);
+                    }
+                    _ => unreachable!(),
+                }
+            }
+            // Either way the second packet starts at 1 ms and arrives at 1 + 1 + 5 ms.
+            assert_eq!(arrivals, [Time(6_000_000), Time(7_000_000)]);
+            // Two arrivals, one sample, and the two transmissions' free events (one ran in the
+            // heap when a packet waited; the other never reached it).
+            assert_eq!(net.counters().events, 5, "sample first: {sample_first}");
+        }
     }
 
     #[test]

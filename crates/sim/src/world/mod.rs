@@ -236,7 +236,6 @@ impl World {
 
     fn dispatch(&mut self, ev: Ev) {
         match ev {
-            Ev::LinkFree(l) => self.net.link_free(l),
             Ev::Arrive { pkt, node } => {
                 if self.net.packet(pkt).dst != node {
                     self.net.forward(node, pkt);

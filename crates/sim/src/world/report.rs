@@ -123,7 +123,7 @@ impl World {
             duration_s: end.as_secs_f64(),
             flows: self.stats.clone(),
             links,
-            packets: PacketReport::from(self.net.counters, self.net.packets_in_network()),
+            packets: PacketReport::from(self.net.counters(), self.net.packets_in_network()),
         }
     }
 }
