@@ -117,7 +117,15 @@ pub enum Next {
 impl AutoRange {
     /// `top`: the highest rate to probe; `smallest`/`largest`: packet sizes (IP level).
     pub fn new(top: Rate, smallest: Bytes, largest: Bytes) -> AutoRange {
-        AutoRange { top, smallest, largest, coarse_done: 0, fine: false, fine_delta_p: FINE_DELTA_P, sigma: TARGET_SIGMA }
+        AutoRange {
+            top,
+            smallest,
+            largest,
+            coarse_done: 0,
+            fine: false,
+            fine_delta_p: FINE_DELTA_P,
+            sigma: TARGET_SIGMA,
+        }
     }
 
     /// Fine trains with at most this size step instead of [`FINE_DELTA_P`] (a smaller step,
