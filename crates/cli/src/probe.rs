@@ -79,9 +79,9 @@ pub struct ProbeArgs {
     pub knee_fit: bool,
     /// Look harder for a token-bucket shaper: auto-ranging's fine train with a 6-byte size
     /// step (twice the bytes), so a bucket of up to 64 KB in front of a link twice its token
-    /// rate is emptied and read (`headroom_core::abw::shaper`). PathQuick looks for shapers in
-    /// every train by default (a late knee, then packets paced at the token rate); this also
-    /// turns it on for pathChirp.
+    /// rate is emptied and read (`headroom_core::abw::shaper`), and look for shapers in every
+    /// train (a late knee, then packets paced at the token rate). Off by default: under Poisson
+    /// cross traffic it can read a false shaper (docs/pathquick.md).
     #[arg(long)]
     pub detect_shaper: bool,
     /// pathChirp's decrease factor F for the excursion segmentation. Default: 5 for PathQuick
