@@ -100,8 +100,9 @@ pub struct AutoRange {
     largest: Bytes,
     coarse_done: u32,
     fine: bool,
-    /// The largest size step of a fine train (the paper's [`FINE_DELTA_P`] unless asked).
-    fine_delta_p: Bytes,
+    /// The shaper train: fine trains of the paper's shape (from the smallest packet) with this
+    /// size step, instead of the ones sized from the cross traffic (None).
+    fine_delta_p: Option<Bytes>,
     sigma: f64,
 }
 
@@ -117,22 +118,16 @@ pub enum Next {
 impl AutoRange {
     /// `top`: the highest rate to probe; `smallest`/`largest`: packet sizes (IP level).
     pub fn new(top: Rate, smallest: Bytes, largest: Bytes) -> AutoRange {
-        AutoRange {
-            top,
-            smallest,
-            largest,
-            coarse_done: 0,
-            fine: false,
-            fine_delta_p: FINE_DELTA_P,
-            sigma: TARGET_SIGMA,
-        }
+        AutoRange { top, smallest, largest, coarse_done: 0, fine: false, fine_delta_p: None, sigma: TARGET_SIGMA }
     }
 
-    /// Fine trains with at most this size step instead of [`FINE_DELTA_P`] (a smaller step,
-    /// more bytes: the socket client's [`super::shaper::SHAPER_DELTA_P`] when it looks for
-    /// shapers). The step [`busy_window`] asks for is smaller still on most paths.
+    /// Fine trains of the paper's shape (from the smallest packet up) with this size step
+    /// instead of the trains sized from the cross traffic: the socket client's
+    /// [`super::shaper::SHAPER_DELTA_P`] when it looks for shapers (the shaper detector's
+    /// burst estimate was checked on those trains; on the longer cross-traffic trains it read
+    /// 168–213 KB for a 16 KB bucket, issue 19 session 5).
     pub fn with_fine_delta_p(self, delta_p: Bytes) -> AutoRange {
-        AutoRange { fine_delta_p: delta_p, ..self }
+        AutoRange { fine_delta_p: Some(delta_p), ..self }
     }
 
     /// The fine train's target standard deviation as a fraction of the capacity (default
@@ -163,6 +158,9 @@ impl AutoRange {
     /// asks (module doc).
     pub fn fine(&self, a0: Rate, res0: Rate) -> Result<QuickDesign, DesignError> {
         let want = (a0.bps().saturating_mul(2)).max(a0.bps().saturating_add(res0.bps().saturating_mul(2)));
+        if let Some(step) = self.fine_delta_p {
+            return self.spec(Rate(want.min(self.top.bps())), step).solve();
+        }
         let b_max = Rate(want.min(self.top.bps()).max(1));
         // The lower end: A₀/2, but at most a quarter of the way below the top (an A₀ at the top
         // leaves the train room to find A).
@@ -187,7 +185,7 @@ impl AutoRange {
         // Rounded towards the longer train, except at the longest allowed.
         let exact = span * t_quick / length;
         let rounded = if length < MAX_FINE_LENGTH.as_secs_f64() { exact.floor() } else { exact.ceil() };
-        let delta_p = Bytes((rounded as u64).clamp(1, self.fine_delta_p.0.max(1)));
+        let delta_p = Bytes((rounded as u64).clamp(1, FINE_DELTA_P.0));
         QuickSpec {
             b_max: Some(b_max),
             p_n: Some(self.largest),
@@ -227,9 +225,9 @@ impl AutoRange {
                 return Ok(Some(Next::Coarse(self.coarse(last.b_min())?)));
             }
             // Below the lowest coarse train: a fine train over the bottom of the ladder.
-            Outcome::BelowRange { at_most } => {
-                Ok(Some(Next::Fine(self.spec((*at_most).max(MIN_FINE_TOP), self.fine_delta_p).solve()?)))
-            }
+            Outcome::BelowRange { at_most } => Ok(Some(Next::Fine(
+                self.spec((*at_most).max(MIN_FINE_TOP), self.fine_delta_p.unwrap_or(FINE_DELTA_P)).solve()?,
+            ))),
             // Above a lower coarse train (the one above it read below range): around its top.
             Outcome::AboveRange { at_least } if self.coarse_done > 1 => fine_at(*at_least),
             Outcome::AboveRange { .. } | Outcome::Inconclusive { .. } => fine_at(self.top),
