@@ -39,7 +39,7 @@ pub struct ProxyArgs {
     /// The only upstream (the next proxy of a chain, or the server), HOST:PORT.
     #[arg(long, required_unless_present_any = ["transparent", "cleanup"], conflicts_with = "transparent")]
     pub to: Option<String>,
-    /// Transparent mode (root, IPv4): intercept TCP routed through this host with nftables
+    /// Transparent mode (root, IPv4 and IPv6): intercept TCP routed through this host with nftables
     /// tproxy and relay each connection to its original destination. Installs its own nftables
     /// table and policy-routing rule; removes them on exit, error and signal.
     #[arg(long)]
@@ -315,5 +315,11 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     eprintln!("headroom proxy: stopping; {}", p.stats().to_json());
     p.stop();
     drop(installed);
+    // Connections that ended since the last pass (up to 200 ms before the signal) are logged too.
+    let mut out = stdout.lock();
+    for r in rx.try_iter() {
+        writeln!(out, "{}", r.to_json())?;
+    }
+    out.flush()?;
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! `headroom proxy --transparent` on the testbed (root only; SKIP otherwise, a failure under
 //! CI): the proxy runs in the left router and intercepts only what policy A selects; after
-//! SIGKILL, `headroom proxy --cleanup` leaves no nftables table, rule or route behind.
+//! SIGKILL, `headroom proxy --cleanup` leaves no nftables table, rule or route behind. On the
+//! chain topology, which carries IPv6, the same for both address families at once.
 
 use headroom_core::Dur;
-use headroom_testbed::{Bottleneck, Testbed, Topology};
+use headroom_testbed::bed::Netns;
+use headroom_testbed::{Bottleneck, Chain, ChainSpec, Testbed, Topology};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,31 +18,38 @@ fn in_ns(ns: &str, argv: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// What of ours is installed in `ns`: nftables tables, ip rules and routes of our tables.
+/// What of ours is installed in `ns`: nftables tables, ip rules and routes of our tables (both
+/// address families).
 fn leftovers(ns: &str) -> Vec<String> {
     let mut v: Vec<String> =
         in_ns(ns, &["nft", "list", "tables"]).lines().filter(|l| l.contains("hrproxy_")).map(String::from).collect();
-    v.extend(in_ns(ns, &["ip", "rule", "show"]).lines().filter(|l| l.contains("0x4852")).map(String::from));
-    v.extend(
-        in_ns(ns, &["ip", "route", "show", "table", "all"])
-            .lines()
-            .filter(|l| l.starts_with("local default dev lo table"))
-            .map(String::from),
-    );
+    for family in ["-4", "-6"] {
+        v.extend(in_ns(ns, &["ip", family, "rule", "show"]).lines().filter(|l| l.contains("0x4852")).map(String::from));
+        v.extend(
+            in_ns(ns, &["ip", family, "route", "show", "table", "all"])
+                .lines()
+                .filter(|l| l.starts_with("local default dev lo table"))
+                .map(|l| format!("{family} {l}")),
+        );
+    }
     v
 }
+
+/// What a running transparent proxy installs: its table, and a rule and a route per family.
+const INSTALLED: usize = 5;
 
 fn start_proxy(ns: &str, extra: &[&str]) -> Child {
     let mut c = Command::new("ip")
         .args(["netns", "exec", ns, BIN, "proxy", "--transparent", "--policy", "a"])
         .args(extra)
-        .stdout(Stdio::null())
+        // --log-conns lines (a few; read after the proxy exits)
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Ready when the table exists.
+    // Ready when the table, the rules and the routes exist.
     let t = Instant::now();
-    while leftovers(ns).len() < 3 {
+    while leftovers(ns).len() < INSTALLED {
         assert!(t.elapsed() < Duration::from_secs(10), "the proxy installed nothing");
         if let Some(st) = c.try_wait().unwrap() {
             let mut e = String::new();
@@ -52,8 +61,9 @@ fn start_proxy(ns: &str, extra: &[&str]) -> Child {
     c
 }
 
-/// Connects from `host` to the server and returns the peer address the server saw.
-fn seen_from(tb: &Testbed, host: &str, server: SocketAddr) -> String {
+/// Connects from `host` (of a dumbbell or a chain) to the server and returns the peer address
+/// the server saw.
+fn seen_from(tb: &Netns, host: &str, server: SocketAddr) -> String {
     tb.run_in(host, move || {
         let mut s = TcpStream::connect_timeout(&server, Duration::from_secs(5))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -117,4 +127,69 @@ fn transparent_proxy_intercepts_only_policy_a_sources_and_cleanup_removes_everyt
     assert!(err.contains("\"split\":1"), "the s1 connection went through the proxy: {err}");
     assert_eq!(leftovers(&router), Vec::<String>::new());
     tb.down().unwrap();
+}
+
+#[test]
+fn transparent_proxy_intercepts_ipv6_and_ipv4_by_policy_and_cleans_up_both_families() {
+    if !headroom_testbed::testbed_available_for_test() {
+        return;
+    }
+    let seg = || Bottleneck::new(None, Dur::from_millis(1));
+    let chain = Chain::up(&ChainSpec::new(vec![seg(), seg()])).unwrap();
+    let p1 = format!("{}p1", chain.prefix());
+    let (sender4, sender6) = (chain.host("sender").unwrap().addr, chain.addr6("sender").unwrap());
+    let (receiver4, receiver6) = (chain.host("receiver").unwrap().addr, chain.addr6("receiver").unwrap());
+    let p1_6 = chain.addr6("p1").unwrap();
+    // The server in the receiver answers each connection with the peer address it sees, on both
+    // families (a dual-stack listener; IPv4 peers shown as IPv4).
+    let l = chain.run_in("receiver", || Ok(TcpListener::bind("[::]:8080")?)).unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut b = Vec::new();
+            let _ = s.read_to_end(&mut b);
+            let _ = s.write_all(s.peer_addr().unwrap().ip().to_canonical().to_string().as_bytes());
+        }
+    });
+    let (server4, server6) = (SocketAddr::new(receiver4.into(), 8080), SocketAddr::new(receiver6.into(), 8080));
+    assert_eq!(seen_from(&chain, "sender", server6), sender6.to_string(), "IPv6 before the proxy");
+    assert_eq!(seen_from(&chain, "sender", server4), sender4.to_string(), "IPv4 before the proxy");
+
+    // Policy A lists the sender's IPv6 address only: IPv6 is split (the server sees p1's address
+    // on its upstream segment, the proxy connecting from its own address), IPv4 passes untouched.
+    let only6 = format!("{sender6}/128");
+    let mut p = start_proxy(&p1, &["--users", &only6]);
+    let via = seen_from(&chain, "sender", server6);
+    let expected_p1 = headroom_testbed::chain::seg_addr6(2, 1);
+    assert_eq!(via, expected_p1.to_string(), "IPv6 through the proxy (p1 is {p1_6} upstream)");
+    assert_eq!(seen_from(&chain, "sender", server4), sender4.to_string(), "IPv4 is not listed: untouched");
+    p.kill().unwrap();
+    p.wait().unwrap();
+    assert_eq!(leftovers(&p1).len(), INSTALLED, "a killed proxy cannot have cleaned up");
+    let out = Command::new("ip").args(["netns", "exec", &p1, BIN, "proxy", "--cleanup"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(leftovers(&p1), Vec::<String>::new(), "--cleanup removes both families' rules and routes");
+    assert_eq!(seen_from(&chain, "sender", server6), sender6.to_string(), "after cleanup: untouched");
+
+    // Both families listed, full transparency: the server sees the sender's own addresses, and the
+    // proxy's log shows two split connections, one per family; SIGTERM removes everything.
+    let both = format!("{sender4}/32,{sender6}/128");
+    let mut p = start_proxy(&p1, &["--users", &both, "--full", "--log-conns"]);
+    assert_eq!(seen_from(&chain, "sender", server6), sender6.to_string());
+    assert_eq!(seen_from(&chain, "sender", server4), sender4.to_string());
+    // SAFETY: signalling our own child by pid.
+    unsafe { libc::kill(p.id() as i32, libc::SIGTERM) };
+    let st = p.wait().unwrap();
+    let (mut err, mut log) = (String::new(), String::new());
+    p.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    p.stdout.take().unwrap().read_to_string(&mut log).unwrap();
+    assert!(st.success(), "{err}");
+    let split: Vec<&str> = log.lines().filter(|l| l.contains("\"split\":true")).collect();
+    assert_eq!(split.len(), 2, "one split connection per family: {log}");
+    for a in [IpAddr::from(sender6), IpAddr::from(sender4)] {
+        let client = SocketAddr::new(a, 0).to_string();
+        let client = format!("\"client\":\"{}", client.trim_end_matches('0'));
+        assert!(split.iter().any(|l| l.contains(&client)), "{client} in {split:?}");
+    }
+    assert_eq!(leftovers(&p1), Vec::<String>::new());
+    chain.down().unwrap();
 }

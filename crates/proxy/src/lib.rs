@@ -219,14 +219,32 @@ fn would_loop(local: SocketAddr, upstream: SocketAddr) -> bool {
         || (local.ip().is_unspecified() && (upstream.ip().is_loopback() || upstream.ip().is_unspecified()))
 }
 
+/// The listening socket. A transparent listener on the unspecified IPv4 address (the default)
+/// listens on `[::]` with IPV6_V6ONLY off instead, so that both address families' diverted
+/// connections reach it (the nftables table is `inet`); it stays IPv4 where the kernel has no
+/// IPv6.
 fn bind_listener(addr: SocketAddr, transparent: bool) -> anyhow::Result<TcpListener> {
-    let s = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let dual = transparent && addr.ip() == IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+    let (s, addr) = match (dual, TcpSocket::new_v6()) {
+        (true, Ok(s)) => {
+            sock::set_dual_stack(&s).context("IPV6_V6ONLY")?;
+            (s, SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), addr.port()))
+        }
+        _ if addr.is_ipv4() => (TcpSocket::new_v4()?, addr),
+        _ => (TcpSocket::new_v6()?, addr),
+    };
     s.set_reuseaddr(true)?;
     if transparent {
-        sock::set_transparent(&s).context("IP_TRANSPARENT (needs CAP_NET_ADMIN)")?;
+        sock::set_transparent(&s, addr.is_ipv6()).context("IP_TRANSPARENT (needs CAP_NET_ADMIN)")?;
     }
     s.bind(addr).with_context(|| format!("binding {addr}"))?;
     Ok(s.listen(4096)?)
+}
+
+/// An IPv4 client of a dual-stack listener appears as `::ffff:a.b.c.d`; policies, limits,
+/// records and onward connections use the IPv4 address.
+fn canonical(a: SocketAddr) -> SocketAddr {
+    SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
 /// Per-source connection counts.
@@ -310,7 +328,7 @@ async fn accept_loop(
             }
         };
         let (client, peer) = match listener.accept().await {
-            Ok(x) => x,
+            Ok((client, peer)) => (client, canonical(peer)),
             Err(e) => {
                 // EMFILE/ENFILE/ECONNABORTED: back off instead of spinning.
                 if e.raw_os_error() != Some(libc::ECONNABORTED) {
@@ -377,7 +395,7 @@ async fn connect_upstream(
         sock::set_congestion(&s, cc)?;
     }
     if let Some(ip) = from {
-        sock::set_transparent(&s)?;
+        sock::set_transparent(&s, to.is_ipv6())?;
         s.bind(SocketAddr::new(ip, 0))?;
     }
     match tokio::time::timeout(cfg.connect_timeout, s.connect(to)).await {
@@ -403,7 +421,7 @@ async fn serve(
     let (to, from) = match cfg.transparent {
         None => (cfg.upstream, None),
         Some(t) => {
-            let dst = client.local_addr().unwrap_or(cfg.upstream);
+            let dst = client.local_addr().map(canonical).unwrap_or(cfg.upstream);
             (dst, (t == Transparency::Full).then_some(peer.ip()))
         }
     };

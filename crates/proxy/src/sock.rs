@@ -22,11 +22,24 @@ pub fn set_reset_on_close(s: &impl AsRawFd) -> io::Result<()> {
     setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &l)
 }
 
-/// IP_TRANSPARENT: a listener accepts connections to any address diverted by `tproxy`; an
-/// upstream socket may bind a foreign (the client's) address. Needs CAP_NET_ADMIN.
-pub fn set_transparent(s: &impl AsRawFd) -> io::Result<()> {
+/// IP_TRANSPARENT (IPv4 socket) or IPV6_TRANSPARENT (IPv6 socket, which also covers the IPv4
+/// connections of a dual-stack listener: both set the socket's one "transparent" flag): a
+/// listener accepts connections to any address diverted by `tproxy`; an upstream socket may bind
+/// a foreign (the client's) address. Needs CAP_NET_ADMIN.
+pub fn set_transparent(s: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
     let one: libc::c_int = 1;
-    setsockopt(s.as_raw_fd(), libc::SOL_IP, libc::IP_TRANSPARENT, &one)
+    if ipv6 {
+        setsockopt(s.as_raw_fd(), libc::SOL_IPV6, libc::IPV6_TRANSPARENT, &one)
+    } else {
+        setsockopt(s.as_raw_fd(), libc::SOL_IP, libc::IP_TRANSPARENT, &one)
+    }
+}
+
+/// IPV6_V6ONLY off: an IPv6 listener on `[::]` also accepts IPv4 connections (as v4-mapped
+/// addresses), whatever `net.ipv6.bindv6only` says.
+pub fn set_dual_stack(s: &impl AsRawFd) -> io::Result<()> {
+    let zero: libc::c_int = 0;
+    setsockopt(s.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, &zero)
 }
 
 /// SO_SNDBUF and SO_RCVBUF (both; the kernel doubles the value and turns autotuning off).

@@ -3,19 +3,27 @@
 //! On start the proxy installs (in its network namespace)
 //!
 //! ```text
-//! table ip hrproxy_<pid hex>_<rand hex> {
-//!   set users { type ipv4_addr; flags interval; }      # policy A's prefixes
+//! table inet hrproxy_<pid hex>_<rand hex> {
+//!   set users4 { type ipv4_addr; flags interval; }     # policy A's prefixes, per family
+//!   set users6 { type ipv6_addr; flags interval; }
 //!   set gate  { type inet_proto; }                      # holds "tcp" while new connections are split
 //!   chain divert {
 //!     type filter hook prerouting priority mangle; policy accept;
 //!     meta l4proto tcp socket transparent 1 meta mark set MARK accept     # the proxy's own sockets
 //!     meta l4proto tcp ct mark MARK tproxy to :PORT meta mark set MARK accept   # rest of a diverted flow
-//!     [ip saddr @users] [tcp dport {PORTS}] meta l4proto @gate
+//!     [ip saddr @users4 | ip6 saddr @users6] [tcp dport {PORTS}] meta l4proto @gate
 //!       tcp flags & (fin|syn|rst|ack) == syn ct mark set MARK tproxy to :PORT meta mark set MARK accept
 //!   }
 //! }
-//! ip rule add fwmark MARK lookup RT priority RT ; ip route add local 0.0.0.0/0 dev lo table RT
+//! ip -4 rule add fwmark MARK lookup RT priority RT ; ip -4 route add local 0.0.0.0/0 dev lo table RT
+//! ip -6 rule add fwmark MARK lookup RT priority RT ; ip -6 route add local ::/0 dev lo table RT
 //! ```
+//!
+//! Both address families are intercepted (an `inet` table): IPv4 and IPv6 connections reach one
+//! dual-stack listener (`[::]:PORT`, IPV6_V6ONLY off, transparent), IPv4 ones as v4-mapped
+//! addresses that the proxy turns back into IPv4. With policy A, a family none of whose
+//! prefixes is listed is not intercepted at all (one selection rule per listed family). In a
+//! namespace with IPv6 disabled only the IPv4 rule and route are installed.
 //!
 //! Only SYNs are selected (the conntrack mark then carries the rest of a selected flow, such as
 //! the handshake's last ACK, to the listener), so a connection is split or not for its whole life: one whose SYN
@@ -134,50 +142,77 @@ impl Interception {
     }
 
     fn apply(&self, sel: &Selection) -> Result<()> {
-        let mut m = String::new();
-        if let Some(users) = &sel.users {
-            if !users.iter().any(|(a, _)| a.is_ipv4()) {
-                bail!("transparent mode intercepts IPv4 only: give IPv4 prefixes");
-            }
-            m.push_str("ip saddr @users ");
-        }
+        let mut ports = String::new();
         if !sel.ports.is_empty() {
             let p: Vec<String> = sel.ports.iter().map(u16::to_string).collect();
-            m.push_str(&format!("tcp dport {{ {} }} ", p.join(", ")));
+            ports = format!("tcp dport {{ {} }} ", p.join(", "));
         }
-        let users_elems = sel
-            .users
-            .as_ref()
-            .map(|u| {
-                let v: Vec<String> = u.iter().filter(|(a, _)| a.is_ipv4()).map(|(a, l)| format!("{a}/{l}")).collect();
-                format!("add element ip {t} users {{ {} }}\n", v.join(", "), t = self.table)
-            })
-            .unwrap_or_default();
-        let gate = if sel.open { format!("add element ip {} gate {{ tcp }}\n", self.table) } else { String::new() };
-        let script = format!(
-            "add table ip {t}\n\
-             add set ip {t} users {{ type ipv4_addr; flags interval; }}\n\
-             add set ip {t} gate {{ type inet_proto; }}\n\
-             add chain ip {t} divert {{ type filter hook prerouting priority mangle; policy accept; }}\n\
-             add rule ip {t} divert meta l4proto tcp socket transparent 1 meta mark set {mark} accept\n\
-             add rule ip {t} divert meta l4proto tcp ct mark {mark} tproxy to :{port} meta mark set {mark} accept\n\
-             add rule ip {t} divert {m}meta l4proto @gate tcp flags & (fin|syn|rst|ack) == syn ct mark set {mark} tproxy to :{port} meta mark set {mark} accept\n\
-             {users_elems}{gate}",
+        // One selection rule per address family that policy A lists (both without a list).
+        // (match, tproxy's family: nft wants it named once the rule names one).
+        let selects: Vec<(&str, &str)> = match &sel.users {
+            None => vec![("", "")],
+            Some(users) => {
+                let mut v = Vec::new();
+                if users.iter().any(|(a, _)| a.is_ipv4()) {
+                    v.push(("ip saddr @users4 ", "ip "));
+                }
+                if users.iter().any(|(a, _)| a.is_ipv6()) {
+                    v.push(("ip6 saddr @users6 ", "ip6 "));
+                }
+                v
+            }
+        };
+        let mut script = format!(
+            "add table inet {t}\n\
+             add set inet {t} users4 {{ type ipv4_addr; flags interval; }}\n\
+             add set inet {t} users6 {{ type ipv6_addr; flags interval; }}\n\
+             add set inet {t} gate {{ type inet_proto; }}\n\
+             add chain inet {t} divert {{ type filter hook prerouting priority mangle; policy accept; }}\n\
+             add rule inet {t} divert meta l4proto tcp socket transparent 1 meta mark set {mark} accept\n\
+             add rule inet {t} divert meta l4proto tcp ct mark {mark} tproxy to :{port} meta mark set {mark} accept\n",
             t = self.table,
             mark = self.mark,
             port = self.port,
         );
+        for (m, f) in selects {
+            script.push_str(&format!(
+                "add rule inet {t} divert {m}{ports}meta l4proto @gate tcp flags & (fin|syn|rst|ack) == syn \
+                 ct mark set {mark} tproxy {f}to :{port} meta mark set {mark} accept\n",
+                t = self.table,
+                mark = self.mark,
+                port = self.port,
+            ));
+        }
+        for (family, set) in [(true, "users4"), (false, "users6")] {
+            let elems: Vec<String> = sel
+                .users
+                .iter()
+                .flatten()
+                .filter(|(a, _)| a.is_ipv4() == family)
+                .map(|(a, l)| format!("{a}/{l}"))
+                .collect();
+            if !elems.is_empty() {
+                script.push_str(&format!("add element inet {} {set} {{ {} }}\n", self.table, elems.join(", ")));
+            }
+        }
+        if sel.open {
+            script.push_str(&format!("add element inet {} gate {{ tcp }}\n", self.table));
+        }
         run(&["nft", "-f", "-"], Some(&script))?;
         let (mark, rt) = (format!("0x{:x}", self.mark), self.route_table.to_string());
-        run(&["ip", "rule", "add", "fwmark", &mark, "lookup", &rt, "priority", &rt], None)?;
-        run(&["ip", "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", &rt], None)?;
+        run(&["ip", "-4", "rule", "add", "fwmark", &mark, "lookup", &rt, "priority", &rt], None)?;
+        run(&["ip", "-4", "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", &rt], None)?;
+        if ipv6_enabled() {
+            run(&["ip", "-6", "rule", "add", "fwmark", &mark, "lookup", &rt, "priority", &rt], None)?;
+            run(&["ip", "-6", "route", "add", "local", "::/0", "dev", "lo", "table", &rt], None)?;
+        }
         Ok(())
     }
 
     /// Opens or closes the gate: whether new connections are diverted (policy C).
     pub fn set_gate(&self, open: bool) -> Result<()> {
         let verb = if open { "add" } else { "delete" };
-        let r = run(&["nft", verb, "element", "ip", &self.table, "gate", "{ tcp }"], None);
+        let r = run(&["nft", verb, "element", "inet", &self.table, "gate", "{ tcp }"], None);
         match r {
             // Deleting an absent element / adding a present one is not an error here.
             Err(e) if e.to_string().contains("No such file") || e.to_string().contains("exists") => Ok(()),
@@ -192,11 +227,21 @@ impl Interception {
     }
 }
 
+/// Whether this namespace has IPv6 (the kernel's and not disabled by sysctl).
+fn ipv6_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6").is_ok_and(|v| v.trim() == "0")
+}
+
 fn remove_recorded(table: &str, mark: u32, route_table: u32) {
-    let _ = run(&["nft", "delete", "table", "ip", table], None);
+    // `ip` is the family of records written before IPv6 support (an IPv4-only table).
+    for family in ["inet", "ip"] {
+        let _ = run(&["nft", "delete", "table", family, table], None);
+    }
     let (mark, rt) = (format!("0x{mark:x}"), route_table.to_string());
-    let _ = run(&["ip", "rule", "del", "fwmark", &mark, "lookup", &rt, "priority", &rt], None);
-    let _ = run(&["ip", "route", "flush", "table", &rt], None);
+    for family in ["-4", "-6"] {
+        let _ = run(&["ip", family, "rule", "del", "fwmark", &mark, "lookup", &rt, "priority", &rt], None);
+        let _ = run(&["ip", family, "route", "flush", "table", &rt], None);
+    }
 }
 
 /// Removes what crashed proxies recorded in `/run/headroom-proxy` (owner gone, or its pid now

@@ -171,6 +171,16 @@ pub fn spawn_in_netns<T: Send + 'static>(
         .context("spawning a thread")
 }
 
+/// IPv6 forwarding for a router of a topology that carries IPv6 (the chain). Not for the
+/// dumbbell's routers: a forwarding interface joins the all-routers groups, and its MLD reports
+/// would take places in the emulated links' queues that tests count.
+pub(crate) fn write_ipv6_forwarding(netns: &str) -> Result<()> {
+    run_in_netns(netns, move || {
+        let v6 = "/proc/sys/net/ipv6/conf/all/forwarding";
+        fs::write(v6, "1").with_context(|| format!("writing {v6}"))
+    })
+}
+
 pub(crate) fn write_sysctls(netns: &str, router: bool) -> Result<()> {
     run_in_netns(netns, move || {
         let mut settings =

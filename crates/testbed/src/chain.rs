@@ -21,7 +21,8 @@
 //! the subnets of segments beyond its neighbours through the TUN device toward them, and the
 //! junctions forward (`ip_forward = 1`, `rp_filter = 0`). A host's [`Host::addr`] is its
 //! address on its upstream segment (`10.9.j.2`; the first node: `10.9.1.1`), reachable from
-//! every node. There are no veths: a node's only links are its TUN devices.
+//! every node. Where the kernel has IPv6 the segments carry it as well, the same way:
+//! `fd09:0:0:i::/64`, ends `::1` and `::2`, routes and forwarding likewise ([`Chain::addr6`]). There are no veths: a node's only links are its TUN devices.
 //!
 //! Hygiene is the dumbbell's ([`crate::bed`]): one per-run prefix on every namespace and thread,
 //! `state.json` written before anything is created (so `testbed down --stale` finds a killed
@@ -29,7 +30,7 @@
 //! namespaces killed. TUN devices vanish with the process.
 
 use std::fs;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -136,6 +137,11 @@ fn seg_addr(i: usize, end: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 9, i as u8, end)
 }
 
+/// The IPv6 address of the same end: `fd09:0:0:i::end` (segment `i`'s subnet `fd09:0:0:i::/64`).
+pub fn seg_addr6(i: usize, end: u8) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd09, 0, 0, i as u16, 0, 0, 0, end.into())
+}
+
 fn seg_dev(i: usize) -> String {
     format!("seg{i}")
 }
@@ -144,6 +150,8 @@ fn seg_dev(i: usize) -> String {
 /// `command`, `run_in`, ...) are [`Netns`]'s, with the nodes as hosts.
 pub struct Chain {
     run: Netns,
+    /// Whether the segments carry IPv6 too (the kernel has IPv6).
+    ipv6: bool,
 }
 
 impl std::ops::Deref for Chain {
@@ -179,19 +187,34 @@ impl Chain {
         let namespaces: Vec<String> = nodes.iter().map(|h| h.netns.clone()).collect();
         let first = namespaces[0].clone();
         let run = Netns::record(prefix, nodes, namespaces, (&first, &seg_dev(1)))?;
-        let mut chain = Chain { run };
+        let ipv6 = Path::new("/proc/sys/net/ipv6/conf/all/disable_ipv6").exists();
+        let mut chain = Chain { run, ipv6 };
         // On error `chain` is dropped here, which removes what was built.
         chain.build(spec)?;
         Ok(chain)
     }
 
+    /// Node `name`'s IPv6 address on its upstream segment (`fd09:0:0:j::2`; the first node:
+    /// `fd09:0:0:1::1`), as [`Host::addr`] is its IPv4 one; an error when the kernel has no IPv6.
+    pub fn addr6(&self, name: &str) -> Result<Ipv6Addr> {
+        if !self.ipv6 {
+            bail!("this kernel has no IPv6: the chain carries IPv4 only");
+        }
+        let j = self.hosts().iter().position(|h| h.name == name).with_context(|| format!("no node {name:?}"))?;
+        Ok(if j == 0 { seg_addr6(1, 1) } else { seg_addr6(j, 2) })
+    }
+
     fn build(&mut self, spec: &ChainSpec) -> Result<()> {
         let k = spec.segments.len();
+        let ipv6 = self.ipv6;
         let namespaces = self.run.namespaces().to_vec();
         let root: Vec<String> = namespaces.iter().map(|ns| format!("netns add {ns}")).collect();
         bed::ip_batch(None, &root)?;
         for (j, ns) in namespaces.iter().enumerate() {
             bed::write_sysctls(ns, j > 0 && j < k)?;
+            if ipv6 && j > 0 && j < k {
+                bed::write_ipv6_forwarding(ns)?;
+            }
         }
         // The TUN devices, opened from inside each node: (upstream end, downstream end) per segment.
         let nss = namespaces.clone();
@@ -216,13 +239,27 @@ impl Chain {
             for &(i, end) in &own {
                 let dev = seg_dev(i);
                 lines.push(format!("addr add {}/24 dev {dev}", seg_addr(i, end)));
+                if ipv6 {
+                    // nodad: usable at once (a point-to-point TUN has no neighbours to ask).
+                    lines.push(format!("addr add {}/64 dev {dev} nodad", seg_addr6(i, end)));
+                }
                 lines.push(format!("link set {dev} txqueuelen {} up", bed::TUN_TXQUEUELEN));
             }
             for m in 1..=k {
-                if m < j {
-                    lines.push(format!("route add 10.9.{m}.0/24 dev {} src {}", seg_dev(j), seg_addr(j, 2)));
+                // Toward the sender through segment j, toward the receiver through j + 1.
+                let via = if m < j {
+                    Some((j, 2))
                 } else if m > j + 1 {
-                    lines.push(format!("route add 10.9.{m}.0/24 dev {} src {}", seg_dev(j + 1), seg_addr(j + 1, 1)));
+                    Some((j + 1, 1))
+                } else {
+                    None
+                };
+                if let Some((s, end)) = via {
+                    lines.push(format!("route add 10.9.{m}.0/24 dev {} src {}", seg_dev(s), seg_addr(s, end)));
+                    if ipv6 {
+                        let net = Ipv6Addr::new(0xfd09, 0, 0, m as u16, 0, 0, 0, 0);
+                        lines.push(format!("route add {net}/64 dev {} src {}", seg_dev(s), seg_addr6(s, end)));
+                    }
                 }
             }
             bed::ip_batch(Some(ns), &lines)?;
