@@ -145,12 +145,20 @@ pub struct ServeArgs {
 /// real-time threads (which use 50 and up) and the middle of 1–99.
 const REALTIME_PRIORITY: i32 = 10;
 
-/// Switches the calling thread (and the threads it starts later) to SCHED_FIFO.
-fn realtime() -> anyhow::Result<()> {
+/// Switches the calling thread (and the threads it starts later) to SCHED_FIFO priority
+/// [`REALTIME_PRIORITY`].
+pub(crate) fn try_realtime() -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: REALTIME_PRIORITY };
     // SAFETY: plain system call on the calling thread (pid 0) with a valid parameter.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// [`try_realtime`] for `--realtime`: an error where not permitted.
+fn realtime() -> anyhow::Result<()> {
+    if let Err(e) = try_realtime() {
         return Err(anyhow!(
             "--realtime: cannot switch to SCHED_FIFO priority {REALTIME_PRIORITY}: {e} (needs root or \
              CAP_SYS_NICE, or `ulimit -r` of at least {REALTIME_PRIORITY}); run without --realtime"

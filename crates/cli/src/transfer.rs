@@ -44,7 +44,9 @@ pub struct SendArgs {
     /// The receiver sends, this side receives.
     #[arg(long)]
     pub reverse: bool,
-    /// The sender's kernel congestion control (TCP_CONGESTION), e.g. cubic, reno, bbr.
+    /// The sender's kernel congestion control (TCP_CONGESTION), e.g. cubic, reno, bbr. Default:
+    /// the system's, except that --measure and --background use cubic when the system's is
+    /// bbr (whose internal pacing reshapes the measurement streams).
     #[arg(long)]
     pub cc: Option<String>,
     /// The receiver checks a keyed pseudo-random payload (corruption, loss, reordering).
@@ -56,6 +58,12 @@ pub struct SendArgs {
     /// Background transfer: ImTCP-bg's limit on bytes in flight (measures inline too).
     #[arg(long, conflicts_with = "reverse")]
     pub background: bool,
+    /// With --measure or --background the sending thread runs at real-time priority
+    /// (SCHED_FIFO 10) where permitted (root, CAP_SYS_NICE or `ulimit -r`), because a stream
+    /// sent late probes lower rates than planned and the estimate comes out too high (measured
+    /// +50 % on a loaded host); where not permitted it warns and goes on. This turns that off.
+    #[arg(long)]
+    pub no_realtime: bool,
     /// ImTCP-bg's δ: reduce when RTT_cur / RTT_min exceeds it (Eq. 3).
     #[arg(long, default_value_t = 1.5)]
     pub delta: f64,
@@ -200,6 +208,7 @@ pub fn report_json(r: &TransferReport) -> Value {
             "mss": m.mss,
             "streams_sent": m.control.streams_sent,
             "stream_failures": m.control.stream_failures,
+            "off_schedule_streams": m.control.off_schedule_streams,
             "measurements": m.control.measurements,
             "stamps": m.tracker.stamps,
             "unmatched_stamps": m.tracker.unmatched,
@@ -274,11 +283,12 @@ fn report_text(r: &TransferReport) -> String {
     if let Some(m) = r.measure {
         let vals: Vec<f64> = r.estimates.iter().map(|e| mbps(e.value)).collect();
         s += &format!(
-            "\nmeasure: {} estimates, median {} Mbit/s; {} streams, {} failed; {} pieces, {} stamps, {} merged ACKs, {} pieces without ACK stamp",
+            "\nmeasure: {} estimates, median {} Mbit/s; {} streams, {} failed, {} off schedule; {} pieces, {} stamps, {} merged ACKs, {} pieces without ACK stamp",
             vals.len(),
             headroom_core::stats::median(&vals).map_or("-".to_string(), |v| format!("{v:.2}")),
             m.control.streams_sent,
             m.control.stream_failures,
+            m.control.off_schedule_streams,
             m.pieces,
             m.tracker.stamps,
             m.tracker.merged_acks,
@@ -348,8 +358,44 @@ pub fn send_options(a: &SendArgs) -> Result<SendOptions> {
     })
 }
 
+/// Kernel congestion controls that pace a socket themselves (`sk_pacing_status`): they send a
+/// measurement stream at their pacing rate, not at the planned gaps.
+const PACING_CCS: [&str; 2] = ["bbr", "bbr2"];
+
+/// The congestion control `send` uses: `--cc`, or for an inline measurement (--measure,
+/// --background) on a system whose default paces (`system`), cubic instead; with a note for
+/// the user when it chose or when the choice defeats the measurement.
+fn sender_cc(a: &SendArgs, system: Option<&str>) -> (Option<String>, Option<String>) {
+    let measuring = (a.measure || a.background) && !a.reverse;
+    match (&a.cc, system) {
+        (Some(cc), _) if measuring && PACING_CCS.contains(&cc.as_str()) => (
+            Some(cc.clone()),
+            Some(format!("warning: --cc {cc} paces the socket itself and reshapes the measurement streams; use cubic or reno")),
+        ),
+        (None, Some(sys)) if measuring && PACING_CCS.contains(&sys) => (
+            Some("cubic".into()),
+            Some(format!("the system's congestion control is {sys}, which paces and reshapes the measurement streams: sending with cubic (--cc to choose)")),
+        ),
+        (cc, _) => (cc.clone(), None),
+    }
+}
+
 pub fn run_send(a: SendArgs) -> Result<()> {
     let mut opts = send_options(&a)?;
+    let system = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").ok();
+    let (cc, note) = sender_cc(&a, system.as_deref().map(str::trim));
+    opts.cc = cc;
+    if let Some(n) = note {
+        eprintln!("headroom send: {n}");
+    }
+    if (a.measure || a.background) && !a.reverse && !a.no_realtime {
+        if let Err(e) = crate::probe::try_realtime() {
+            eprintln!(
+                "headroom send: warning: no real-time priority ({e}): on a busy host the measurement \
+                 streams can leave late and the estimates read high (see \"off schedule\" in the report)"
+            );
+        }
+    }
     opts.stop = Some(stop_on_signals());
     let stream = a.json_stream;
     let quiet = a.json;
@@ -407,4 +453,37 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
     });
     rx.serve(stop, on_interval, on_session).map_err(|e| anyhow!("recv: {e}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct S {
+        #[command(flatten)]
+        a: SendArgs,
+    }
+
+    fn args(extra: &[&str]) -> SendArgs {
+        S::try_parse_from([&["send", "h"], extra].concat()).unwrap().a
+    }
+
+    #[test]
+    fn measuring_on_a_pacing_system_default_sends_with_cubic_and_says_so() {
+        let (cc, note) = sender_cc(&args(&["--measure"]), Some("bbr"));
+        assert_eq!(cc.as_deref(), Some("cubic"));
+        assert!(note.unwrap().contains("bbr"));
+        let (cc, note) = sender_cc(&args(&["--background"]), Some("bbr"));
+        assert_eq!((cc.as_deref(), note.is_some()), (Some("cubic"), true));
+        // a non-pacing default, or a plain bulk transfer: the system's choice, silently
+        assert_eq!(sender_cc(&args(&["--measure"]), Some("cubic")), (None, None));
+        assert_eq!(sender_cc(&args(&[]), Some("bbr")), (None, None));
+        // the user's explicit choice stands, with a warning when it defeats the measurement
+        let (cc, note) = sender_cc(&args(&["--measure", "--cc", "bbr"]), Some("cubic"));
+        assert_eq!(cc.as_deref(), Some("bbr"));
+        assert!(note.unwrap().starts_with("warning"));
+        assert_eq!(sender_cc(&args(&["--measure", "--cc", "reno"]), Some("bbr")), (Some("reno".into()), None));
+    }
 }

@@ -56,6 +56,16 @@
 //! - A round whose streams produced no usable samples at all yields no estimate and leaves the
 //!   range unchanged; a Cprobe without two samples is retried.
 //! - Packet sizes are wire sizes (payload plus headers), given by the driver per packet.
+//! - **Streams off their schedule.** The method judges stream `i` as a probe of the rates of
+//!   sub-range `I_i`; that holds only if its packets left at the planned gaps. A driver on a real
+//!   host learns the true send times later ([`Measurer::correct_probe_sent`], kernel transmit
+//!   stamps) and can be late when its thread is not scheduled in time: packets that left more
+//!   slowly than planned probed lower rates, and "no trend" there places `A` in a sub-range that
+//!   was never probed. Streams whose first-to-last send span differs from the plan's by more than
+//!   [`OFF_SCHEDULE`] are counted (`off_schedule`), so that a driver can report how far its
+//!   estimates can be trusted; they are still judged (voiding them was tried on a loaded host
+//!   and moved the estimates rather than fixing them; the cure is the driver's scheduling, e.g.
+//!   `send`'s real-time priority). In the simulator packets leave on schedule.
 
 use std::collections::VecDeque;
 
@@ -309,6 +319,9 @@ pub struct MeasurementStats {
     pub aborted: u64,
     pub early_stops: u64,
     pub cprobes: u64,
+    /// Search streams whose packets left off their schedule (first-to-last span more than
+    /// [`OFF_SCHEDULE`] from the plan's): a quality signal for drivers on real hosts.
+    pub off_schedule: u64,
 }
 
 /// The measurement unit: search range, stored values, the current round and the output stream.
@@ -422,12 +435,7 @@ impl Measurer {
             RoundKind::Search(range) => {
                 let i = idx + 1;
                 let (lo, hi) = range.sub_range(i, k);
-                let rates = (2..=n)
-                    .map(|j| {
-                        let r = lo + (hi - lo) * (j as f64 - 1.0) / (n as f64 - 1.0);
-                        Some(Rate(r.max(1.0).round() as u64))
-                    })
-                    .collect();
+                let rates = (2..=n).map(|j| Some(Rate(sweep_rate(lo, hi, j, n) as u64))).collect();
                 Some(StreamPlan {
                     key: StreamKey { round: round.id, index: i },
                     kind: StreamKind::Sweep { lower: Rate(lo.round() as u64), upper: Rate(hi.round() as u64) },
@@ -516,13 +524,31 @@ impl Measurer {
     /// No more arrivals are expected for stream `key`: run its trend test now (it may allow an
     /// early stop).
     pub fn close_stream(&mut self, key: StreamKey) {
-        let cfg = self.cfg.clone();
+        let Some(round) = self.round.as_ref() else { return };
+        let kind = round.kind.clone();
+        let Some(rec) = self.record_mut(key) else { return };
+        if rec.state != StreamState::Sent {
+            return;
+        }
+        let packets = std::mem::take(&mut rec.packets);
+        let report = self.judge(&kind, key.index, &packets);
         if let Some(rec) = self.record_mut(key) {
-            if rec.state == StreamState::Sent {
-                rec.report = Some(trend_of(&stream_delays(&rec.packets, cfg.delayed_ack), &cfg.trend));
-                rec.state = StreamState::Closed;
+            rec.packets = packets;
+            rec.report = Some(report);
+            rec.state = StreamState::Closed;
+        }
+    }
+
+    /// A stream's trend test (step 3); counts the stream in `off_schedule` when it left off
+    /// its plan.
+    fn judge(&mut self, kind: &RoundKind, index: usize, packets: &[Option<ProbePacket>]) -> TrendReport {
+        if let RoundKind::Search(range) = kind {
+            let (lo, hi) = range.sub_range(index, self.cfg.sub_ranges);
+            if schedule_error(packets, lo, hi).is_some_and(|e| e.abs() > OFF_SCHEDULE) {
+                self.stats.off_schedule += 1;
             }
         }
+        trend_of(&stream_delays(packets, self.cfg.delayed_ack), &self.cfg.trend)
     }
 
     /// Whether the current round still needs a stream sent (what [`Self::next_stream`] would
@@ -543,11 +569,12 @@ impl Measurer {
         let Some(mut round) = self.round.take() else {
             return RoundOutcome::NoResult;
         };
-        for s in round.streams.iter_mut() {
+        for (idx, s) in round.streams.iter_mut().enumerate() {
             if s.state == StreamState::Sent
                 || (s.state == StreamState::Sending && s.packets.iter().any(|p| p.is_some()))
             {
-                s.report = Some(trend_of(&stream_delays(&s.packets, self.cfg.delayed_ack), &self.cfg.trend));
+                let index = if matches!(round.kind, RoundKind::Cprobe) { 0 } else { idx + 1 };
+                s.report = Some(self.judge(&round.kind, index, &s.packets));
                 s.state = StreamState::Closed;
             }
         }
@@ -741,6 +768,34 @@ fn rate_points(packets: &[Option<ProbePacket>], delayed_ack: bool) -> Vec<(f64, 
         .collect()
 }
 
+/// How far a stream's send span may differ from its plan before it counts as off schedule: 5 %,
+/// the smallest sub-range width relative to `A` with the default minimum width.
+pub const OFF_SCHEDULE: f64 = 0.05;
+
+/// The planned rate of packet `j` (2..=n) of a stream sweeping `(lo, hi)` (step 3), as
+/// [`Measurer::next_stream`] plans it.
+fn sweep_rate(lo: f64, hi: f64, j: usize, n: usize) -> f64 {
+    (lo + (hi - lo) * (j as f64 - 1.0) / (n as f64 - 1.0)).max(1.0).round()
+}
+
+/// How far the span between a stream's first and last sent packets is from its plan:
+/// `actual / planned − 1` (positive: the packets left more slowly than planned, i.e. probed
+/// lower rates). None with fewer than two packets sent.
+fn schedule_error(packets: &[Option<ProbePacket>], lo: f64, hi: f64) -> Option<f64> {
+    let n = packets.len();
+    let first = packets.iter().position(|p| p.is_some())?;
+    let last = packets.iter().rposition(|p| p.is_some())?;
+    if last <= first {
+        return None;
+    }
+    let planned: f64 = (first + 1..=last)
+        .map(|i| packets[i].map_or(0.0, |p| p.bytes.bits() as f64) / sweep_rate(lo, hi, i + 1, n))
+        .sum();
+    let (a, b) = (packets[first]?.sent, packets[last]?.sent);
+    let actual = b.saturating_since(a).as_secs_f64();
+    (planned > 0.0).then(|| actual / planned - 1.0)
+}
+
 /// Step 4: the `a` in 0..=k+1 maximising `Σ_{i<a} T_i - Σ_{i>a} T_i` (ties: see module doc).
 pub fn choose_sub_range(t: &[Trend]) -> usize {
     let k = t.len();
@@ -870,15 +925,24 @@ mod tests {
     /// echoes returning over an uncongested path; each stream starts when the previous one's
     /// echoes are back.
     fn run_round(m: &mut Measurer, now: Time, avail: f64, cap: f64) -> RoundOutcome {
+        run_late_round(m, now, avail, cap, 1.0)
+    }
+
+    /// [`run_round`] with every stream's packets really leaving `stretch` times as far apart
+    /// as planned (a late sender), told by [`Measurer::correct_probe_sent`].
+    fn run_late_round(m: &mut Measurer, now: Time, avail: f64, cap: f64, stretch: f64) -> RoundOutcome {
         let bytes = Bytes(1500);
         let mut path = FluidPath::new(cap, cap - avail, Dur::from_millis(20), Dur::from_millis(20));
         let mut t = now;
         while let Some(plan) = m.next_stream() {
             let mut last = t;
+            let start = t;
             for j in 1..=plan.packets {
                 t += plan.gap_before(j, bytes);
                 m.on_probe_sent(plan.key, j, t, bytes);
-                last = path.send(t, bytes) + path.ret_delay;
+                let left = start + Dur((t.saturating_since(start).0 as f64 * stretch) as u64);
+                m.correct_probe_sent(plan.key, j, left);
+                last = path.send(left, bytes) + path.ret_delay;
                 m.on_probe_arrival(plan.key, j, last);
             }
             m.on_stream_sent(plan.key);
@@ -916,6 +980,27 @@ mod tests {
         }
         assert!(found, "{:?} {:?}", m.last_estimate(), m.search_range());
         assert!(m.stats().out_of_range >= 1);
+    }
+
+    #[test]
+    fn streams_that_leave_late_are_counted_off_schedule() {
+        let cfg = MeasurementConfig {
+            initial_range: Some((Rate::from_mbps(50), Rate::from_mbps(100))),
+            ..Default::default()
+        };
+        let mut m = measurer(cfg);
+        run_round(&mut m, Time::ZERO, 60.0, 100.0);
+        assert_eq!(m.stats().off_schedule, 0, "packets on their plan");
+        // 4 % late: within OFF_SCHEDULE
+        run_late_round(&mut m, Time::from_secs_f64(1.0), 60.0, 100.0, 1.04);
+        assert_eq!(m.stats().off_schedule, 0, "4 % is within the tolerance");
+        // 20 % late: every stream sent (at least the two an early stop needs)
+        run_late_round(&mut m, Time::from_secs_f64(2.0), 60.0, 100.0, 1.2);
+        let late = m.stats().off_schedule;
+        assert!((2..=4).contains(&late), "{late} of at most 4 streams");
+        // 20 % early (a burst) too
+        run_late_round(&mut m, Time::from_secs_f64(3.0), 60.0, 100.0, 0.8);
+        assert!(m.stats().off_schedule >= late + 2, "{:?}", m.stats());
     }
 
     #[test]

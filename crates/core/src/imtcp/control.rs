@@ -209,6 +209,8 @@ pub struct ControlStats {
     pub max_hold: Dur,
     /// Sum of the hold times of all segments (mean = total / segments_sent).
     pub total_hold: Dur,
+    /// Search streams whose packets left off their schedule (the measurer's `off_schedule`).
+    pub off_schedule_streams: u64,
 }
 
 /// Bound on undrained first-packet waiting times.
@@ -314,7 +316,7 @@ impl ImtcpBuffer {
         self.m
     }
     pub fn stats(&self) -> ControlStats {
-        self.stats
+        ControlStats { off_schedule_streams: self.measurer.stats().off_schedule, ..self.stats }
     }
     pub fn measurer(&self) -> &Measurer {
         &self.measurer
