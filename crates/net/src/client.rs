@@ -86,13 +86,14 @@ impl EstimateOptions {
     ///   pathChirp, the baseline, keeps its own 1.5.
     /// - PathQuick looks for token-bucket shapers in every train (`detect_shaper`,
     ///   `headroom_core::abw::shaper`; `headroom probe --no-detect-shaper` turns it off):
-    ///   re-judged with and without detection, about 1,560 testbed trains on plain 12 and
+    ///   re-judged with and without detection, 1,944 testbed trains on plain 10, 12 and
     ///   100 Mbit/s links with Poisson cross traffic gave the same verdict, and the shaper
     ///   grid's buckets read within 10 % (docs/results.md, issue 19 session 6). Session 5 had
-    ///   turned it off after the issue-4 check read 2.7–3.0 Mbit/s low with it on; those
-    ///   trains held no shaper verdict (a false shaper on a FIFO reads the train's share of
-    ///   the link, at least A: high, not low), and the check's median moves by that much from
-    ///   run to run with detection off. pathChirp, the baseline, does not look.
+    ///   turned it off after the issue-4 check read 2.7–3.0 Mbit/s low with it on, one run
+    ///   each; that check's trains, re-judged, hold no shaper (a false shaper on a FIFO would
+    ///   read the train's share of the link, at least A: high, not low), and its median over 9
+    ///   estimates ranged from −2.66 to −0.50 Mbit/s with detection off in one run of 45.
+    ///   pathChirp, the baseline, does not look.
     /// - PathQuick's verdict comes from the queue-growth fit (`growth_fit`,
     ///   `headroom_core::abw::growth`): the first rise above the 20 µs floor comes about 20
     ///   packets past the crossing at 100 Mbit/s (docs/results.md, issue 19 session 4).

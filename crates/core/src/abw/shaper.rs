@@ -76,11 +76,12 @@
 //!    times `ρ̂` — ShaperProbe's signature is a *shift* of the received rate from `R` to `ρ`
 //!    with `σ = (R − ρ)·τ` (§3), and a bucket passes its burst at the train's rate or the
 //!    link's (R/ρ̂ = 2.3–3.0 on the testbed's 50 Mbit/s bucket in front of a 200 Mbit/s link,
-//!    issue 19 session 6; for a ramp from below `ρ`, `R − ρ ≈ √(σ·s/2)`, 1.3·ρ for the
-//!    shaper train at a 4.5 KB bucket). On a FIFO with cross traffic a regime can fall on a
+//!    issue 19 session 6; for a ramp from below `ρ`, `R − ρ ≈ √(σ·s/2)` for a ramp
+//!    of slope `s`: `R` ≈ 1.3·ρ by that formula for a 4.5 KB bucket at 100 Mbit/s and the shaper
+//!    train topped at 400 Mbit/s). On a FIFO with cross traffic a regime can fall on a
 //!    line by chance, after a lull in the cross traffic let the train through a little faster
-//!    for a long time: the two false shapers of about 1,560 testbed trains re-judged (session
-//!    5's dumps at 100 Mbit/s with 30 Mbit/s of Poisson traffic, fixtures
+//!    for a long time: the two false shapers in session 5's 1,556 recorded testbed trains
+//!    (10 and 100 Mbit/s, Poisson cross traffic; both at 100 Mbit/s with 30 Mbit/s, fixtures
 //!    `fifo100_cross30_{a,b}.csv`) strayed 19 and 30 µs from their lines (passing (d)) but had
 //!    `R/ρ̂` = 1.03 and 1.09 over 20 ms.
 //!
@@ -106,8 +107,9 @@
 //! - Detection is off in [`super::EstimatorConfig::default`] (the papers' estimator, the
 //!   simulator's results); the socket client turns it on for PathQuick.
 //! - The thresholds are ours: [`MIN_LEVEL_SHIFT`] lies between the FIFO drifts (≤ 1.09) and the
-//!   smallest shift a late knee makes on the shaper train (about 1.3); ShaperProbe fixes its
-//!   own level-shift test for constant-rate trains, not these.
+//!   smallest shift a late knee makes on the shaper train (about 1.3 by the formula of rule
+//!   (e)); ShaperProbe's detector is built for constant-rate trains, so its thresholds do not
+//!   carry over to a rising one.
 
 use crate::units::{Bytes, Rate};
 
