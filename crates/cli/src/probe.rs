@@ -79,11 +79,14 @@ pub struct ProbeArgs {
     pub knee_fit: bool,
     /// Look harder for a token-bucket shaper: auto-ranging's fine train with a 6-byte size
     /// step (twice the bytes), so a bucket of up to 64 KB in front of a link twice its token
-    /// rate is emptied and read (`headroom_core::abw::shaper`), and look for shapers in every
-    /// train (a late knee, then packets paced at the token rate). Off by default: under Poisson
-    /// cross traffic it can read a false shaper (docs/pathquick.md).
-    #[arg(long)]
+    /// rate is emptied and read (`headroom_core::abw::shaper`); also turns detection on for
+    /// pathChirp. PathQuick looks for shapers in every train by default (a late knee, a level
+    /// shift of the received rate, then packets paced at the token rate; docs/pathquick.md).
+    #[arg(long, conflicts_with = "no_detect_shaper")]
     pub detect_shaper: bool,
+    /// Do not look for token-bucket shapers: report the knee of every train as it is.
+    #[arg(long)]
+    pub no_detect_shaper: bool,
     /// pathChirp's decrease factor F for the excursion segmentation. Default: 5 for PathQuick
     /// (reads its ramp without the upward lag of the papers' 1.5; docs/pathquick.md), 1.5 for
     /// pathChirp.
@@ -282,7 +285,7 @@ pub(crate) fn probe_options(a: &ProbeArgs) -> EstimateOptions {
     EstimateOptions {
         estimator: EstimatorConfig {
             knee_fit: a.knee_fit,
-            detect_shaper: a.detect_shaper || opts.estimator.detect_shaper,
+            detect_shaper: !a.no_detect_shaper && (a.detect_shaper || opts.estimator.detect_shaper),
             decrease_factor: a.decrease_factor.unwrap_or(opts.estimator.decrease_factor),
             busy_period: a.busy_period as usize,
             ..opts.estimator

@@ -90,6 +90,14 @@ pub struct ProbeBenchArgs {
     /// Also fit the knee (`EstimatorConfig::knee_fit`, see docs/pathquick.md).
     #[arg(long)]
     pub knee_fit: bool,
+    /// `headroom probe --detect-shaper`: auto-ranging's fine train with the shaper size step
+    /// (6 B, twice the bytes), to empty larger buckets. The shaper grid uses it.
+    #[arg(long, conflicts_with = "no_detect_shaper")]
+    pub detect_shaper: bool,
+    /// `headroom probe --no-detect-shaper`: no shaper detection (PathQuick looks for shapers
+    /// by default).
+    #[arg(long)]
+    pub no_detect_shaper: bool,
     /// Leave the probe server's and client's threads at normal priority (see the module doc).
     #[arg(long)]
     pub no_realtime: bool,
@@ -284,11 +292,14 @@ fn run_level(
             if a.knee_fit {
                 opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
             }
-            // Where a shaper is emulated, `headroom probe --detect-shaper`: the shaper train,
-            // and detection for pathChirp too (PathQuick looks for shapers by default).
-            if a.shaper_burst.is_some() {
+            // `headroom probe --detect-shaper`: the shaper train, and detection for pathChirp
+            // too; `--no-detect-shaper`: none (PathQuick looks for shapers by default).
+            if a.detect_shaper {
                 opts.estimator = EstimatorConfig { detect_shaper: true, ..opts.estimator };
                 opts.shaper_train = true;
+            }
+            if a.no_detect_shaper {
+                opts.estimator = EstimatorConfig { detect_shaper: false, ..opts.estimator };
             }
             let realtime = !a.no_realtime;
             let estimator = opts.estimator;

@@ -120,6 +120,8 @@ pub fn run(a: &ProbeBenchArgs, grid: &ShaperGrid) -> Result<()> {
                 csv: None,
                 dump: None,
                 shaper_grid: None,
+                detect_shaper: true,
+                no_detect_shaper: false,
                 ..a.clone()
             };
             let (rows, _) = measure(&cell)?;

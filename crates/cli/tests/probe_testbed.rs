@@ -3,7 +3,8 @@
 //! 12Mbps`). A 12 Mbit/s bottleneck (the testbed's exact link since issue 19), 26 ms each way,
 //! 6 Mbit/s of Poisson UDP cross traffic (1000-byte packets): PathQuick's median estimate
 //! within ±1.5 Mbit/s of the 6 Mbit/s available, and its median time per estimate within
-//! train length + RTT + 20 ms.
+//! train length + RTT + 20 ms. With the client's defaults, shaper detection included (it must
+//! not read a shaper on this plain path).
 
 use std::process::Command;
 
@@ -26,8 +27,14 @@ fn pathquick_meets_its_accuracy_and_time_goal_on_the_testbed() {
     let _ = std::fs::remove_dir_all(&dir);
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let (method, f, value, time, length) =
-        (col("method"), col("client_default"), col("estimate_mbps"), col("train_time_ms"), col("train_length_ms"));
+    let (method, f, value, time, length, shaper) = (
+        col("method"),
+        col("client_default"),
+        col("estimate_mbps"),
+        col("train_time_ms"),
+        col("train_length_ms"),
+        col("shaper_rate_mbps"),
+    );
     let rows: Vec<Vec<&str>> = text
         .lines()
         .skip(1)
@@ -35,6 +42,8 @@ fn pathquick_meets_its_accuracy_and_time_goal_on_the_testbed() {
         .filter(|r| r[method] == "pathquick" && r[f] == "true")
         .collect();
     assert_eq!(rows.len(), 9, "{text}");
+    // No shaper on this path (detection is on by default).
+    assert!(rows.iter().all(|r| r[shaper].is_empty()), "a false shaper: {text}");
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]

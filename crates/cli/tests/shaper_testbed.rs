@@ -1,7 +1,8 @@
 //! Shaper awareness on the namespace testbed (root only; prints `SKIP: <reason>` otherwise, fails
 //! under CI): issue 19's goal on one small case of `headroom probe-bench`. A `tbf` shaper of
 //! 50 Mbit/s with a 16 KB bucket in front of a 200 Mbit/s exact link, 5 ms each way, no cross
-//! traffic, five auto-ranged estimates (no `--bmax`): the median token rate reported within
+//! traffic, five auto-ranged estimates (no `--bmax`) with the client's defaults (PathQuick looks
+//! for shapers by default, with the default fine train): the median token rate reported within
 //! 10 % of 50 Mbit/s and the median burst within a factor of two of 16 KB, from at least three
 //! estimates that reported a shaper (medians: a loaded 2-core machine's pacer stalls a train
 //! now and then). The testbed is `probe-bench`'s, taken down by it on every exit, also on error.

@@ -84,14 +84,16 @@ impl EstimateOptions {
     ///   median error on the testbed under 3, 6 and 9 Mbit/s of cross traffic was +1.18,
     ///   +1.68 and +1.83 Mbit/s with pathChirp's 1.5 and +0.72, +0.78 and +0.97 with 5.
     ///   pathChirp, the baseline, keeps its own 1.5.
-    /// - Token-bucket shaper detection (`detect_shaper`, `headroom_core::abw::shaper`) is
-    ///   opt-in (`headroom probe --detect-shaper`). Read from the receive side it found every
-    ///   shaper of the testbed's grid and no false one on plain links with the session-5 shaper
-    ///   branch alone, but with the fine trains sized from the cross traffic (merged beside it)
-    ///   the issue-4 testbed check (12 Mbit/s, 6 Mbit/s of Poisson cross traffic, explicit
-    ///   `--bmax`) read a median 2.7–3.0 Mbit/s low with it on and 0.5 low with it off, on
-    ///   one and the same build (docs/results.md, issue 19 session 5): false shapers under
-    ///   cross traffic, not yet explained.
+    /// - PathQuick looks for token-bucket shapers in every train (`detect_shaper`,
+    ///   `headroom_core::abw::shaper`; `headroom probe --no-detect-shaper` turns it off):
+    ///   re-judged with and without detection, 1,944 testbed trains on plain 10, 12 and
+    ///   100 Mbit/s links with Poisson cross traffic gave the same verdict, and the shaper
+    ///   grid's buckets read within 10 % (docs/results.md, issue 19 session 6). Session 5 had
+    ///   turned it off after the issue-4 check read 2.7–3.0 Mbit/s low with it on, one run
+    ///   each; that check's trains, re-judged, hold no shaper (a false shaper on a FIFO would
+    ///   read the train's share of the link, at least A: high, not low), and its median over 9
+    ///   estimates ranged from −2.66 to −0.50 Mbit/s with detection off in one run of 45.
+    ///   pathChirp, the baseline, does not look.
     /// - PathQuick's verdict comes from the queue-growth fit (`growth_fit`,
     ///   `headroom_core::abw::growth`): the first rise above the 20 µs floor comes about 20
     ///   packets past the crossing at 100 Mbit/s (docs/results.md, issue 19 session 4).
@@ -112,7 +114,7 @@ impl EstimateOptions {
                     Method::PathChirp => EstimatorConfig::default().decrease_factor,
                 },
                 growth_fit: method == Method::PathQuick,
-                detect_shaper: false,
+                detect_shaper: method == Method::PathQuick,
                 ..EstimatorConfig::default()
             },
             judge_slack: Some(Duration::from_millis(10)),

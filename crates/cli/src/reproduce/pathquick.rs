@@ -423,6 +423,8 @@ fn pathquick_fig8(dir: &Path) -> Result<String> {
         target_sigma: None,
         pause: Dur::from_millis(100),
         knee_fit: false,
+        detect_shaper: false,
+        no_detect_shaper: false,
         no_realtime: false,
         csv: None,
         dump: None,

@@ -513,16 +513,16 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let shaper = match knee {
         Some(k) if cfg.detect_shaper && unterminated.is_some() => {
             let recv: Vec<i128> = (0..m).map(|j| send[j] + q_raw[j]).collect();
-            super::shaper::detect(&super::shaper::Signature {
+            let sig = super::shaper::Signature {
                 send_ns: &send,
                 recv_ns: &recv,
-                q_ns: &q,
                 size: &size,
                 rate: &rate,
                 knee: k,
                 floor_ns: floor,
                 min_points: l_busy,
-            })
+            };
+            super::shaper::detect(&sig)
         }
         _ => None,
     };

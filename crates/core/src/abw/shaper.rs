@@ -27,17 +27,25 @@
 //!    lie on the line `R_k = U + B_k/ρ`. `ρ̂₀` is the Theil–Sen slope of `B` against `R` over
 //!    the excursion's last half ([`drain_rate`]); the **regime** is the longest suffix of the
 //!    train whose every packet lies within one packet time (`P_max/ρ̂₀`, at least three delay
-//!    floors) of that line; `ρ̂` is the Theil–Sen slope over the regime. Before the bucket is
-//!    empty packets arrive earlier than the line (no token wait) and after a gap that let the
-//!    shaper's queue drain later than it, so neither is in the regime. Send jitter does not
+//!    floors) of that line; `ρ̂` is the Theil–Sen slope over the regime. When the regime reaches
+//!    back to the knee, the search goes on before it: the knee can come late on a train that
+//!    starts above `ρ` (auto-ranging's default fine train, sized from the cross traffic), where
+//!    the queue behind the bucket grows from the first packets in step with the growing sizes
+//!    and the size correction takes it for serialisation (knee at 406 Mbit/s for a 50 Mbit/s
+//!    bucket, fixture `tbf50_16k_link200.csv`). Before the bucket is empty packets leave it when
+//!    sent, later than the line extrapolated backwards (which asks for tokens they did not wait
+//!    for), so the regime starts at the first packet not more than three delay floors late. Send jitter does not
 //!    move `ρ̂` (a loaded testbed's pacer sent 24 µs gaps as 7–60 µs: the queue stayed busy).
 //! 2. **Burst.** A token bucket delays packet `k` until
 //!    `T_k = max_j [s_j + (B_k − B⁻_j − σ)/ρ]` (`B⁻_j`: the bits sent before packet `j`), so for
 //!    a packet of the regime `σ = max_j [B_k − B⁻_j − ρ·(T_k − s_j)]`: the tokens spent beyond
 //!    `ρ` since the moment the train was furthest behind the rate `ρ` (where the bucket was last
-//!    full). With `T_k − s_j = q_k − c₀ + s_k − s_j` (`q`: the one-way delay with the
-//!    serialisation slope removed, `c₀` its lowest value before the regime), `σ̂` is the median
-//!    of `B_k − ρ̂·(s_k + q_k − c₀)` over the regime minus the lowest `B⁻_j − ρ̂·s_j` before it.
+//!    full). With `T_k = R_k − c₀` (`c₀`: the lowest raw one-way delay before the regime),
+//!    `σ̂` is the median of `B_k − ρ̂·(R_k − c₀)` over the regime minus the lowest
+//!    `B⁻_j − ρ̂·s_j` before it. Raw delays, not the size-corrected ones the excursions read:
+//!    the link's serialisation behind the bucket then errs by at most one packet's worth
+//!    (`P·ρ/C < P`), where a size correction fitted to a train queued from its first packets
+//!    erred by 212 KB (the fixture above, 228 KB read for 16 KB; issue 19 session 6).
 //!    The link behind the shaper may queue the train before the bucket is empty (a burst larger
 //!    than the train's bytes beyond `ρ` up to the link's rate); that queue drains at `C − ρ` once
 //!    the shaper holds the train back, and its packets are left out of the regime.
@@ -53,7 +61,8 @@
 //!    On a FIFO with cross traffic the train's share `C·r/(r + X)` grows with the rate `r` it
 //!    probes, so before the regime it received *less* than in it (the 100 Mbit/s FIFO at 30 and
 //!    60 Mbit/s of Poisson traffic of the unit test gave a 16 KB "burst" from the send side
-//!    alone); behind a bucket it received the train at its own rate, or the link's. And (d)
+//!    alone); behind a bucket it received the train at its own rate, or the link's. (These
+//!    bytes are counted from packet `j₀` inclusive, as the departure equation counts them.) And (d)
 //!    the regime is paced by tokens: the median distance of its packets from their line is at
 //!    most [`MAX_STRAY_FLOORS`] delay floors. A busy bucket sends each packet when its tokens
 //!    are there and keeps the tokens of a late timer, so its departures stay on the line up to
@@ -61,6 +70,20 @@
 //!    with cross traffic hands the train on between cross packets, a random walk away from
 //!    any line (median 436–735 µs at 12 Mbit/s with 6 Mbit/s of Poisson traffic, 76–217 µs
 //!    at 100 Mbit/s with 60–90 Mbit/s; docs/results.md, issue 19 session 5).
+//!
+//!    (e) A level shift, not a drift: the receiver got the bytes of (c) at a rate
+//!    `R = ρ̂ + 8·seen/τ` (over the time `τ` from `j₀` to the regime) at least [`MIN_LEVEL_SHIFT`]
+//!    times `ρ̂` — ShaperProbe's signature is a *shift* of the received rate from `R` to `ρ`
+//!    with `σ = (R − ρ)·τ` (§3), and a bucket passes its burst at the train's rate or the
+//!    link's (R/ρ̂ = 2.3–3.0 on the testbed's 50 Mbit/s bucket in front of a 200 Mbit/s link,
+//!    issue 19 session 6; for a ramp from below `ρ`, `R − ρ ≈ √(σ·s/2)` for a ramp
+//!    of slope `s`: `R` ≈ 1.3·ρ by that formula for a 4.5 KB bucket at 100 Mbit/s and the shaper
+//!    train topped at 400 Mbit/s). On a FIFO with cross traffic a regime can fall on a
+//!    line by chance, after a lull in the cross traffic let the train through a little faster
+//!    for a long time: the two false shapers in session 5's 1,556 recorded testbed trains
+//!    (10 and 100 Mbit/s, Poisson cross traffic; both at 100 Mbit/s with 30 Mbit/s, fixtures
+//!    `fifo100_cross30_{a,b}.csv`) strayed 19 and 30 µs from their lines (passing (d)) but had
+//!    `R/ρ̂` = 1.03 and 1.09 over 20 ms.
 //!
 //! Then the available bandwidth reported is `ρ̂` (the sustained rate), and `σ̂` is extra output.
 //!
@@ -82,7 +105,11 @@
 //!   100 Mbit/s when it tops at 400 Mbit/s; the socket client halves its size step when it looks
 //!   for shapers ([`SHAPER_DELTA_P`], `AutoRange::with_fine_delta_p`).
 //! - Detection is off in [`super::EstimatorConfig::default`] (the papers' estimator, the
-//!   simulator's results).
+//!   simulator's results); the socket client turns it on for PathQuick.
+//! - The thresholds are ours: [`MIN_LEVEL_SHIFT`] lies between the FIFO drifts (≤ 1.09) and the
+//!   smallest shift a late knee makes on the shaper train (about 1.3 by the formula of rule
+//!   (e)); ShaperProbe's detector is built for constant-rate trains, so its thresholds do not
+//!   carry over to a rising one.
 
 use crate::units::{Bytes, Rate};
 
@@ -98,6 +125,10 @@ pub const MIN_REGIME_PACKETS: usize = 12;
 /// The regime's packets may stray from their line by a median of this many delay floors
 /// (decision rule (d) of the module doc).
 pub const MAX_STRAY_FLOORS: f64 = 2.0;
+
+/// The rate `R` at which the receiver got the burst, over the token rate, at least (decision
+/// rule (e) of the module doc).
+pub const MIN_LEVEL_SHIFT: f64 = 1.2;
 
 /// Size step of auto-ranging's fine train when shapers are looked for: half the paper's 12 B,
 /// so the train carries twice the bytes beyond any rate it crosses. A train topped at
@@ -166,12 +197,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The received train as the detector reads it: per packet its send and receive times (ns,
-/// each on its own clock), its delay with the serialisation component removed (ns) and its
-/// size; per gap the rate it probed (bit/s).
+/// each on its own clock) and its size; per gap the rate it probed (bit/s).
 pub struct Signature<'a> {
     pub send_ns: &'a [i128],
     pub recv_ns: &'a [i128],
-    pub q_ns: &'a [f64],
     pub size: &'a [Bytes],
     pub rate: &'a [f64],
     /// Gap index where the unterminated excursion starts.
@@ -182,13 +211,37 @@ pub struct Signature<'a> {
     pub min_points: usize,
 }
 
+/// Why a signature is not a shaper: the decision rule (module doc) that refused it, with what
+/// the detector measured.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NotAShaper {
+    /// Fewer packets after the knee, or in the drain regime, than rule (a) asks (or no line).
+    ShortRegime { packets: usize },
+    /// Rule (d): the regime's median distance from its line (ns).
+    Stray { median_ns: f64 },
+    /// Rule (a): the regime's rate is not below the knee's (bit/s).
+    NotBelowKnee { rate: f64, knee_rate: f64 },
+    /// Rule (b): the burst (bytes) is a knee's detection lag.
+    SmallBurst { burst: f64 },
+    /// Rules (c) and (e): the receiver's level shift is missing: the bytes it got beyond the
+    /// token rate before the regime, and the rate `R` it got them at over the token rate (NaN
+    /// when rule (c) refused first).
+    NoLevelShift { seen: f64, ratio: f64 },
+}
+
 /// Detects a token-bucket shaper (module doc); `None` when the signature is not one.
 pub fn detect(sig: &Signature) -> Option<ShaperEstimate> {
+    examine(sig).ok()
+}
+
+/// [`detect`], with the rule that refused a signature that is not a shaper.
+pub fn examine(sig: &Signature) -> Result<ShaperEstimate, NotAShaper> {
     let m = sig.send_ns.len();
     let l = sig.knee;
     let need = (sig.min_points + 1).max(MIN_REGIME_PACKETS);
+    let short = |packets: usize| NotAShaper::ShortRegime { packets };
     if l + 1 >= m || m - l < need {
-        return None;
+        return Err(short(m.saturating_sub(l)));
     }
     let bits: Vec<f64> = sig
         .size
@@ -200,46 +253,69 @@ pub fn detect(sig: &Signature) -> Option<ShaperEstimate> {
         .collect();
     let largest = sig.size.iter().map(|p| p.0).max().unwrap_or(0) as f64;
     // 1. The drain regime and its rate.
-    let rho0 = drain_rate(sig.recv_ns, &bits, (m + l) / 2..m)?;
+    let rho0 = drain_rate(sig.recv_ns, &bits, (m + l) / 2..m).ok_or(short(0))?;
     let u = median(((m + l) / 2..m).map(|k| sig.recv_ns[k] as f64 - bits[k] / rho0 * 1e9).collect());
     let tol = (3.0 * sig.floor_ns).max(largest * 8.0 / rho0 * 1e9);
-    let off = |k: usize, rho: f64, u: f64| (sig.recv_ns[k] as f64 - u - bits[k] / rho * 1e9).abs() > tol;
-    let start = (l..m).rev().find(|&k| off(k, rho0, u)).map_or(l, |k| k + 1);
-    if m - start < need {
-        return None;
+    let off = |k: usize, tol: f64| (sig.recv_ns[k] as f64 - u - bits[k] / rho0 * 1e9).abs() > tol;
+    let mut start = (l..m).rev().find(|&k| off(k, tol)).map_or(l, |k| k + 1);
+    if start == l {
+        // The regime reaches back to the knee, which may be late: on a train that starts
+        // above rho the size correction absorbs the shaper's queue growth (module doc).
+        start = (0..l).rev().find(|&k| off(k, tol)).map_or(0, |k| k + 1);
     }
-    let rho = drain_rate(sig.recv_ns, &bits, start..m)?;
+    if m - start < need {
+        return Err(short(m - start));
+    }
+    let rho = drain_rate(sig.recv_ns, &bits, start..m).ok_or(short(m - start))?;
     // (d) paced by tokens, not by the gaps between cross-traffic packets.
     let line = median((start..m).map(|k| sig.recv_ns[k] as f64 - bits[k] / rho * 1e9).collect());
     let stray = median((start..m).map(|k| (sig.recv_ns[k] as f64 - line - bits[k] / rho * 1e9).abs()).collect());
     if stray > MAX_STRAY_FLOORS * sig.floor_ns {
-        return None;
+        return Err(NotAShaper::Stray { median_ns: stray });
     }
+    // The packets before the bucket was empty left it when sent, later than the line (which
+    // extrapolated backwards asks for tokens they did not wait for), by up to `tol`: the regime
+    // starts where they stop being late.
+    let late = |k: usize| sig.recv_ns[k] as f64 - line - bits[k] / rho * 1e9 > 3.0 * sig.floor_ns;
+    let start = (start..m).find(|&k| !late(k)).unwrap_or(m);
     // (a) below the knee. (Measured, not extrapolated: it may lie below the train's range,
     // which then started above it with a full bucket.)
     let knee_rate = sig.rate[l];
     if rho >= knee_rate {
-        return None;
+        return Err(NotAShaper::NotBelowKnee { rate: rho, knee_rate });
     }
-    // 2. The burst: tokens spent beyond rho since the train was furthest behind it.
+    // 2. The burst: tokens spent beyond rho since the train was furthest behind it, with each
+    // packet's departure from the bucket read as its receive time less the lowest one-way
+    // delay before the regime (raw, module doc).
     let per_ns = rho / 1e9;
     let (j0, behind) = (0..=start)
         .map(|j| (j, bits[j] - sig.size[j].0 as f64 * 8.0 - per_ns * sig.send_ns[j] as f64))
-        .min_by(|a, b| a.1.total_cmp(&b.1))?;
-    let c0 = sig.q_ns[..start].iter().cloned().fold(f64::INFINITY, f64::min);
-    let spent = median((start..m).map(|k| bits[k] - per_ns * (sig.send_ns[k] as f64 + sig.q_ns[k] - c0)).collect());
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .ok_or(short(0))?;
+    let c0 = (0..start).map(|k| (sig.recv_ns[k] - sig.send_ns[k]) as f64).fold(f64::INFINITY, f64::min);
+    let spent = median((start..m).map(|k| bits[k] - per_ns * (sig.recv_ns[k] as f64 - c0)).collect());
     let burst = ((spent - behind) / 8.0).max(0.0);
     // (b) more than a plain knee's detection lag.
     if burst < MIN_BURST_PACKETS * largest {
-        return None;
+        return Err(NotAShaper::SmallBurst { burst });
     }
     // (c) the receiver saw the level shift: more than rho before the regime.
-    let last = start.checked_sub(1).filter(|&k| k > j0)?;
-    let seen = bits[last] - bits[j0] - per_ns * (sig.recv_ns[last] - sig.recv_ns[j0]) as f64;
-    if seen < MIN_BURST_PACKETS * largest * 8.0 {
-        return None;
+    let last =
+        start.checked_sub(1).filter(|&k| k > j0).ok_or(NotAShaper::NoLevelShift { seen: 0.0, ratio: f64::NAN })?;
+    let seen = (bits[last] - bits[j0] + sig.size[j0].0 as f64 * 8.0
+        - per_ns * (sig.recv_ns[last] - sig.recv_ns[j0]) as f64)
+        / 8.0;
+    if seen < MIN_BURST_PACKETS * largest {
+        return Err(NotAShaper::NoLevelShift { seen, ratio: f64::NAN });
     }
-    Some(ShaperEstimate {
+    // (e) a level shift, not a drift: the receiver got those bytes at a rate R well above rho
+    // (ShaperProbe's σ = (R − ρ)·τ over the τ before the shift).
+    let tau_ns = (sig.recv_ns[last] - sig.recv_ns[j0]) as f64;
+    let shift = 1.0 + seen * 8.0 / (per_ns * tau_ns.max(1.0));
+    if shift < MIN_LEVEL_SHIFT {
+        return Err(NotAShaper::NoLevelShift { seen, ratio: shift });
+    }
+    Ok(ShaperEstimate {
         rate: Rate(rho.round() as u64),
         burst: Bytes(burst.round() as u64),
         knee_rate: Rate(knee_rate.round() as u64),
@@ -251,7 +327,7 @@ mod tests {
     use super::*;
     use crate::abw::{estimate_train, EstimatorConfig, Outcome, ProbeRecord, QuickSpec, TrainPacket};
     use crate::rng::Rng;
-    use crate::units::Dur;
+    use crate::units::{Dur, Time};
 
     /// A packet-level path: Poisson cross traffic of 1000-byte packets at `cross` bit/s joins
     /// the train in front of an optional token bucket `(rate, depth bytes)`, then a FIFO link of
@@ -440,6 +516,81 @@ mod tests {
                 .collect();
             let e = estimate_train(&path(&sched, Some((rho, burst)), 200e6, 0.0, 4, 5000.0), &cfg());
             within_goal(&e, rho, burst).unwrap_or_else(|why| panic!("ρ {rho} σ {burst}: {why}"));
+        }
+    }
+
+    /// A train recorded on the testbed (`probe-bench --dump`, fixtures/): index, size, send and
+    /// receive times (ns).
+    fn recorded(csv: &str) -> Vec<ProbeRecord> {
+        csv.lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<u64> = l.split(',').map(|v| v.parse().unwrap()).collect();
+                ProbeRecord {
+                    index: f[0] as u32,
+                    size: Bytes(f[1]),
+                    send_time: Time(f[2]),
+                    recv_time: Some(Time(f[3])),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn recorded_plain_links_with_cross_traffic_are_not_shapers() {
+        // Answer trains of auto-ranged estimates on the 100 Mbit/s exact link with 30 Mbit/s of
+        // Poisson cross traffic (session 5, A = 70 Mbit/s), which the session-5 detector called
+        // shapers: 71.1 Mbit/s with a 13 KB "burst" (a) and 86.5 Mbit/s with 153 KB (b). Both
+        // regimes were on a line (median 19 and 30 µs from it), but the receiver got the bytes
+        // before them at 1.03 and 1.09 times their rate over 20 ms: a drift, no level shift
+        // (rule (e)). And the 12 Mbit/s path with 6 Mbit/s of cross traffic (probe_testbed's
+        // case): its regime strays 519 µs from its line (rule (d)).
+        for (name, csv) in [
+            ("a", include_str!("fixtures/fifo100_cross30_a.csv")),
+            ("b", include_str!("fixtures/fifo100_cross30_b.csv")),
+            ("12 Mbit/s", include_str!("fixtures/fifo12_cross6.csv")),
+        ] {
+            let records = recorded(csv);
+            let on = estimate_train(&records, &cfg());
+            let off = estimate_train(&records, &EstimatorConfig { detect_shaper: false, ..cfg() });
+            assert_eq!(on.shaper, None, "{name}: {:?}", on.shaper);
+            assert_eq!(on.outcome, off.outcome, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_recorded_default_fine_train_through_a_bucket_reads_its_burst() {
+        // Auto-ranging's default fine train (sized from the cross traffic: 3-byte steps, 376
+        // packets, from 160 Mbit/s up, all above the token rate) through tbf at 50 Mbit/s with a
+        // 16 KB bucket in front of the 200 Mbit/s exact link. The excursions put the knee at
+        // 406 Mbit/s (the size correction took the shaper's queue growth for serialisation);
+        // with the size-corrected delays the burst read 228 KB.
+        let e = estimate_train(&recorded(include_str!("fixtures/tbf50_16k_link200.csv")), &cfg());
+        within_goal(&e, 50e6, 16_000.0).unwrap();
+    }
+
+    #[test]
+    fn default_fine_trains_read_a_bucket_and_no_fifo() {
+        // The client's default fine train around a coarse reading of 200 Mbit/s (the burst-
+        // inflated knee): a bucket of 50 Mbit/s in front of a 200 Mbit/s link is read with its
+        // burst; a 100 Mbit/s FIFO with Poisson cross traffic is not a shaper.
+        let fine = crate::abw::autorange::AutoRange::new(Rate::from_mbps(500), Bytes(60), Bytes(1500))
+            .fine(Rate::from_mbps(200), Rate::from_mbps(16))
+            .unwrap()
+            .schedule();
+        for (rho, burst) in [(50e6, 16_000.0), (50e6, 64_000.0), (100e6, 4_500.0)] {
+            let e = estimate_train(&path(&fine, Some((rho, burst)), 200e6, 0.0, 5, 1000.0), &cfg());
+            within_goal(&e, rho, burst).unwrap_or_else(|why| panic!("ρ {rho} σ {burst}: {why}"));
+        }
+        let fine = crate::abw::autorange::AutoRange::new(Rate::from_mbps(500), Bytes(60), Bytes(1500))
+            .fine(Rate::from_mbps(70), Rate::from_mbps(16))
+            .unwrap()
+            .schedule();
+        for cross in [30e6, 60e6] {
+            for seed in 1..=8 {
+                let e = estimate_train(&path(&fine, None, 100e6, cross, seed, 1000.0), &cfg());
+                assert_eq!(e.shaper, None, "cross {cross} seed {seed}: {:?}", e.outcome);
+            }
         }
     }
 
