@@ -50,8 +50,9 @@ pub struct ProxyArgs {
     /// Transparent mode: intercept only these destination ports (comma-separated; default all).
     #[arg(long, value_delimiter = ',', requires = "transparent")]
     pub ports: Vec<u16>,
-    /// Remove the nftables tables and routing rules of crashed (killed) transparent proxies in
-    /// this network namespace, then exit.
+    /// Remove the nftables tables and routing rules of crashed (killed) transparent proxies
+    /// (in this network namespace or any other that still exists; records of namespaces that
+    /// no longer exist are dropped), then exit.
     #[arg(long, conflicts_with_all = ["listen", "to", "transparent"])]
     pub cleanup: bool,
     /// Relay buffer per direction per split connection.
@@ -217,8 +218,8 @@ impl Drop for Installed {
 
 pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     if a.cleanup {
-        for t in headroom_proxy::transparent::cleanup_stale()? {
-            println!("removed {t}");
+        for c in headroom_proxy::transparent::cleanup_stale()? {
+            println!("{c}");
         }
         return Ok(());
     }
