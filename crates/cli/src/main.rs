@@ -16,6 +16,7 @@ mod proxy;
 mod proxy_bench;
 mod proxy_fig3;
 mod proxy_web;
+mod proxy_workers;
 mod reproduce;
 mod send_bench;
 mod shaper_grid;
