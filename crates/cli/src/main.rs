@@ -14,6 +14,7 @@ mod probe_monitor;
 mod probe_watch;
 mod proxy;
 mod proxy_bench;
+mod proxy_bench_idle;
 mod proxy_fig3;
 mod proxy_web;
 mod proxy_workers;
