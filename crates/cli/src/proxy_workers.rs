@@ -266,6 +266,16 @@ mod tests {
     }
 
     #[test]
+    fn policy_c_capacity_is_divided_among_the_workers() {
+        let c = headroom_core::overlay::SplitWhileLowLoad::paper(Dur(250_000), headroom_core::units::Time::ZERO);
+        let whole = c.limit_pps();
+        let mut p = SplitPolicy::LowLoad(c);
+        Worker { id: 1, of: 4 }.divide(&mut p);
+        let SplitPolicy::LowLoad(c) = p else { unreachable!() };
+        assert!((c.limit_pps() * 4.0 - whole).abs() < 1e-9, "{} x 4 vs {whole}", c.limit_pps());
+    }
+
+    #[test]
     fn totals_sum_counters_and_times_but_not_stamps() {
         let a = json!({"worker": 0, "accepted": 3, "upstream_idle_ms": 1.5, "t_s": 2.0});
         let b = json!({"worker": 1, "accepted": 4, "upstream_idle_ms": 0.25, "t_s": 2.1});

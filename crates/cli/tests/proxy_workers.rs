@@ -130,7 +130,7 @@ fn one_transfer(proxy: SocketAddr, seed: u64) -> Result<(), String> {
 fn two_workers_relay_every_byte_once_and_in_order_and_share_the_connections() {
     const CONNS: usize = 200;
     let server = checking_server();
-    let (mut proxy, addr, _pids, mut err) = start_proxy(server, &["--log-conns"]);
+    let (mut proxy, addr, _pids, mut err) = start_proxy(server, &["--log-conns", "--stats", "200ms"]);
     let out = proxy.0.stdout.take().unwrap();
     let (tx, lines) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -152,13 +152,20 @@ fn two_workers_relay_every_byte_once_and_in_order_and_share_the_connections() {
     assert!(failed.is_empty(), "{} of {CONNS} transfers failed: {:?}", failed.len(), &failed[..failed.len().min(5)]);
     // A connection's record comes when the proxy has finished it, just after the client saw
     // its end: wait for them (bounded), then stop the proxy.
+    // The supervisor's total line ("worker": "all") must come to count them all.
     let mut recs: Vec<serde_json::Value> = Vec::new();
+    let mut total_completed = 0;
     let t = Instant::now();
-    while recs.len() < CONNS && t.elapsed() < Duration::from_secs(10) {
-        if let Ok(l) = lines.recv_timeout(Duration::from_millis(100)) {
-            recs.extend(serde_json::from_str::<serde_json::Value>(&l).ok().filter(|v| v.get("conn").is_some()));
+    while (recs.len() < CONNS || total_completed < CONNS) && t.elapsed() < Duration::from_secs(10) {
+        let Ok(l) = lines.recv_timeout(Duration::from_millis(100)) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&l) else { continue };
+        if v.get("conn").is_some() {
+            recs.push(v);
+        } else if v["worker"] == "all" && v["workers"] == 2 {
+            total_completed = v["completed"].as_u64().unwrap() as usize;
         }
     }
+    assert_eq!(total_completed, CONNS, "the supervisor's total of the workers' completed connections");
     // SAFETY: signalling our own child by pid.
     unsafe { libc::kill(proxy.0.id() as i32, libc::SIGTERM) };
     let st = proxy.0.wait().unwrap();
@@ -170,6 +177,28 @@ fn two_workers_relay_every_byte_once_and_in_order_and_share_the_connections() {
     let per_worker: Vec<usize> = (0..2).map(|w| recs.iter().filter(|r| r["worker"] == w).count()).collect();
     assert!(per_worker.iter().all(|&n| n > 0), "both workers got connections: {per_worker:?}");
     eprintln!("connections per worker: {per_worker:?}");
+}
+
+#[test]
+fn workers_refuse_what_they_cannot_divide() {
+    for (extra, says) in [
+        (&["--workers", "0"][..], "at least 1"),
+        (&["--workers", "2", "--emulate-cpu", "1ms"][..], "--emulate-cpu"),
+        (&["--workers", "3", "--max-conns", "2"][..], "at least --workers"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["proxy", "--listen", "127.0.0.1:0", "--to", "127.0.0.1:9"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "{extra:?}: {err}");
+    }
+    let out = Command::new(BIN).args(["proxy", "--transparent", "--workers", "2"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--transparent with --workers 2 is not supported"), "{err}");
 }
 
 #[test]
