@@ -219,7 +219,9 @@ pub fn supervise(a: &ProxyArgs, listen: SocketAddr, to: SocketAddr) -> anyhow::R
             Ok(Some(st)) => Some((id, c.id(), st.to_string())),
             _ => None,
         }) {
-            break Some(d);
+            // A Ctrl-C reaches the workers too (one process group): a worker that stopped on it
+            // just before our own wait saw the signal is not a failure.
+            break if wait_signal(&sigs, Duration::ZERO) { None } else { Some(d) };
         }
         if Instant::now() >= next_stats {
             if a.stats.is_some() && latest.iter().all(Option::is_some) {
