@@ -50,8 +50,9 @@ pub struct ProxyArgs {
     /// Transparent mode: intercept only these destination ports (comma-separated; default all).
     #[arg(long, value_delimiter = ',', requires = "transparent")]
     pub ports: Vec<u16>,
-    /// Remove the nftables tables and routing rules of crashed (killed) transparent proxies in
-    /// this network namespace, then exit.
+    /// Remove the nftables tables and routing rules of crashed (killed) transparent proxies
+    /// (in this network namespace or any other that still exists; records of namespaces that
+    /// no longer exist are dropped), then exit.
     #[arg(long, conflicts_with_all = ["listen", "to", "transparent"])]
     pub cleanup: bool,
     /// Relay buffer per direction per split connection.
@@ -80,9 +81,19 @@ pub struct ProxyArgs {
     /// system's).
     #[arg(long)]
     pub cc: Option<String>,
-    /// Worker threads.
+    /// Worker threads (of each worker process).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// Worker processes accepting on the same address (SO_REUSEPORT: the kernel spreads new
+    /// connections among them), each with its own runtime and descriptor limit, supervised by
+    /// this process. 1: no separate process. --max-conns, --max-per-source and policy C's
+    /// capacity are divided among them (docs/proxy.md, "Worker processes").
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Internal: run as worker ID (0-based) of a --workers supervisor, accepting on the listening
+    /// socket inherited as descriptor 3.
+    #[arg(long, hide = true)]
+    pub worker: Option<usize>,
     /// Split policy.
     #[arg(long, value_enum, default_value = "all")]
     pub policy: PolicyArg,
@@ -173,7 +184,7 @@ pub fn build_policy(a: &ProxyArgs) -> anyhow::Result<SplitPolicy> {
 
 /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts later) so that
 /// [`wait_signal`] can take them synchronously (SIGHUP too).
-fn block_signals() -> libc::sigset_t {
+pub(crate) fn block_signals() -> libc::sigset_t {
     // SAFETY: sigset manipulation on a local set; pthread_sigmask on the calling thread.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -187,7 +198,7 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Waits up to `d` for SIGINT/SIGTERM/SIGHUP; true if one came.
-fn wait_signal(set: &libc::sigset_t, d: Duration) -> bool {
+pub(crate) fn wait_signal(set: &libc::sigset_t, d: Duration) -> bool {
     let ts = libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long };
     // SAFETY: sigtimedwait with a valid set and timespec; no siginfo wanted.
     unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) > 0 }
@@ -217,8 +228,8 @@ impl Drop for Installed {
 
 pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     if a.cleanup {
-        for t in headroom_proxy::transparent::cleanup_stale()? {
-            println!("removed {t}");
+        for c in headroom_proxy::transparent::cleanup_stale()? {
+            println!("{c}");
         }
         return Ok(());
     }
@@ -227,7 +238,17 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         Some(t) => headroom_proxy::resolve(t)?,
         None => "0.0.0.0:0".parse()?,
     };
-    let policy = build_policy(&a)?;
+    let mut policy = build_policy(&a)?;
+    if a.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    if a.worker.is_none() && a.workers > 1 {
+        return crate::proxy_workers::supervise(&a, listen, to);
+    }
+    let me = a.worker.map(|id| crate::proxy_workers::Worker { id, of: a.workers });
+    if let Some(w) = me {
+        w.divide(&mut policy);
+    }
     // splice(2) into a socket the peer has reset raises SIGPIPE (it has no MSG_NOSIGNAL), and
     // main() restored SIGPIPE's default (die) for printing: a client that closed while the proxy
     // was splicing data to it killed the whole proxy silently, leaving its nftables table
@@ -243,8 +264,11 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
     cfg.buffer = usize::try_from(a.buffer.0).context("--buffer too large")?;
     cfg.socket_buffer = a.socket_buffer.map(|b| b.0 as usize);
     cfg.mode = a.mode;
-    cfg.max_conns = a.max_conns;
-    cfg.max_per_source = a.max_per_source;
+    cfg.max_conns = me.map_or(a.max_conns, |w| w.share(a.max_conns));
+    cfg.max_per_source = me.map_or(a.max_per_source, |w| w.share(a.max_per_source));
+    if me.is_some() {
+        cfg.listener = Some(crate::proxy_workers::inherited_listener()?);
+    }
     cfg.connect_timeout = Duration::from_nanos(a.connect_timeout.as_nanos());
     cfg.idle_timeout = a.idle_timeout.map(|d| Duration::from_nanos(d.as_nanos()));
     cfg.threads = a.threads;
@@ -274,9 +298,16 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         let i = Interception::install(p.local_addr().port(), &sel)?;
         eprintln!("headroom proxy: transparent on port {}, nftables table {}", i.port, i.table);
         let _ = installed.0.set(i);
-    } else {
+    } else if me.is_none() {
         eprintln!("headroom proxy: {} -> {} (policy {:?}, {:?})", p.local_addr(), to, a.policy, a.mode);
     }
+    // A worker's lines name it (the supervisor forwards them and adds the totals).
+    let tag = |mut v: serde_json::Value| {
+        if let Some(w) = me {
+            v["worker"] = json!(w.id);
+        }
+        v
+    };
     if let Some(t) = a.emulate_cpu {
         eprintln!(
             "headroom proxy: emulated CPU: {t} per {} B packet, {} per SYN and SYN-ACK (split connections)",
@@ -296,7 +327,7 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
         }
         let mut out = stdout.lock();
         for r in rx.try_iter() {
-            writeln!(out, "{}", r.to_json())?;
+            writeln!(out, "{}", tag(r.to_json()))?;
         }
         // The deadline advances with or without --stats: a deadline left in the past made
         // every wait zero, and this loop spun a core (found by proxy-fig3's CPU figures).
@@ -306,20 +337,22 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<()> {
                 v["t_s"] = json!(start.elapsed().as_secs_f64());
                 v["unix_s"] =
                     json!(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
-                writeln!(out, "{v}")?;
+                writeln!(out, "{}", tag(v))?;
             }
             next_stats += tick;
         }
         out.flush()?;
     }
-    eprintln!("headroom proxy: stopping; {}", p.stats().to_json());
+    let who = me.map_or(String::new(), |w| format!(" worker {} (pid {})", w.id, std::process::id()));
+    eprintln!("headroom proxy{who}: stopping; {}", p.stats().to_json());
     p.stop();
-    drop(installed);
-    // Connections that ended since the last pass (up to 200 ms before the signal) are logged too.
+    // The records of connections that ended before the stop.
     let mut out = stdout.lock();
     for r in rx.try_iter() {
-        writeln!(out, "{}", r.to_json())?;
+        writeln!(out, "{}", tag(r.to_json()))?;
     }
     out.flush()?;
+    drop(out);
+    drop(installed);
     Ok(())
 }

@@ -32,11 +32,21 @@ pub struct ProxyBenchArgs {
     /// Round trips of the latency run.
     #[arg(long, default_value_t = 5000)]
     pub round_trips: usize,
-    /// Idle connections held for the memory figure (0: skip). Each takes two descriptors in
-    /// the proxy and two in this process, so RLIMIT_NOFILE bounds it (9,000 fits a hard limit
-    /// of 20,000).
+    /// Idle connections held for the memory figure (0: skip). The client ends are held by a
+    /// child process, the upstream ends by this one, and the proxy's two sockets per
+    /// connection by enough worker processes (--idle-workers) that none exceeds RLIMIT_NOFILE.
     #[arg(long, default_value_t = 9_000)]
     pub idle: usize,
+    /// Proxy worker processes (`proxy --workers`) of the idle run (default: the fewest whose
+    /// share of two descriptors per connection fits RLIMIT_NOFILE; 2 for 10,000 here).
+    #[arg(long)]
+    pub idle_workers: Option<usize>,
+    /// Only the idle run (no throughput or latency runs).
+    #[arg(long)]
+    pub idle_only: bool,
+    /// Internal: be the idle run's client process, holding --idle connections to this address.
+    #[arg(long, hide = true)]
+    pub hold_clients: Option<SocketAddr>,
     /// Proxy worker threads.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -101,17 +111,24 @@ fn pin_to(pid: libc::pid_t, cpu: Option<usize>) -> std::io::Result<()> {
     }
 }
 
-/// The proxy under test, a child `headroom proxy` process.
-struct ProxyProc {
+/// The proxy under test, a child `headroom proxy` process (with `--workers N > 1`, a supervisor
+/// and its N worker processes).
+pub(crate) struct ProxyProc {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl ProxyProc {
     fn start(to: SocketAddr, mode: &str, a: &ProxyBenchArgs) -> anyhow::Result<ProxyProc> {
-        ProxyProc::start_bin(&std::env::current_exe()?, to, mode, a)
+        ProxyProc::start_bin(&std::env::current_exe()?, to, mode, a, 1)
     }
-    fn start_bin(exe: &std::path::Path, to: SocketAddr, mode: &str, a: &ProxyBenchArgs) -> anyhow::Result<ProxyProc> {
+    fn start_bin(
+        exe: &std::path::Path,
+        to: SocketAddr,
+        mode: &str,
+        a: &ProxyBenchArgs,
+        workers: usize,
+    ) -> anyhow::Result<ProxyProc> {
         let threads = a.threads;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
@@ -121,11 +138,18 @@ impl ProxyProc {
             .args(a.cc.iter().flat_map(|cc| ["--cc", cc.as_str()]))
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if workers > 1 {
+            cmd.args(["--workers", &workers.to_string()]);
+        }
         let cpu = a.pin.cpus().2;
-        // SAFETY: the closure only makes one syscall (async-signal-safe) in the child before exec;
+        let me = std::process::id();
+        // SAFETY: the closure only makes async-signal-safe syscalls in the child before exec;
         // the affinity is inherited by every thread the proxy starts.
         unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || pin_to(0, cpu));
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                die_with_parent(me)?;
+                pin_to(0, cpu)
+            });
         }
         let child = cmd.spawn().context("starting the proxy")?;
         let mut p = ProxyProc { child, addr };
@@ -136,10 +160,27 @@ impl ProxyProc {
             }
             thread::sleep(Duration::from_millis(10));
         }
+        // The supervisor listens before its workers exist: wait until they run the program.
+        let is_worker = |pid: &u32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == b"--worker"))
+        };
+        while workers > 1 && children_of(p.pid()).iter().filter(|pid| is_worker(pid)).count() < workers {
+            if t.elapsed() > Duration::from_secs(5) || p.child.try_wait()?.is_some() {
+                bail!("the proxy's {workers} worker processes did not start");
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
         Ok(p)
     }
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
+    }
+    /// The proxy's processes: itself and its workers (its children).
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        let mut v = vec![self.pid()];
+        v.extend(children_of(self.pid()));
+        v
     }
     /// user + system CPU seconds so far.
     fn cpu_s(&self) -> anyhow::Result<f64> {
@@ -152,12 +193,42 @@ impl ProxyProc {
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         Ok(ticks / hz)
     }
-    fn rss_bytes(&self) -> anyhow::Result<u64> {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
-        let l = s.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
-        let kb: u64 = l.split_whitespace().nth(1).context("VmRSS format")?.parse()?;
-        Ok(kb * 1024)
+}
+
+/// Resident memory of process `pid`, bytes.
+pub(crate) fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let l = s.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
+    let kb: u64 = l.split_whitespace().nth(1).context("VmRSS format")?.parse()?;
+    Ok(kb * 1024)
+}
+
+/// The processes whose parent is `pid` (a scan of /proc: bounded by the processes present).
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        // Field 4 (ppid) is the second after the ")" that ends the command name.
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            v.push(child);
+        }
     }
+    v.sort_unstable();
+    v
+}
+
+/// In a child before exec: be sent SIGTERM when the parent `parent` (the thread that started
+/// it) dies, so a benchmark killed by SIGKILL leaves no proxy or client process behind.
+pub(crate) fn die_with_parent(parent: u32) -> std::io::Result<()> {
+    // SAFETY: prctl and getppid are async-signal-safe syscalls.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 || libc::getppid() as u32 != parent {
+            return Err(std::io::Error::other("the benchmark is gone"));
+        }
+    }
+    Ok(())
 }
 
 impl Drop for ProxyProc {
@@ -196,10 +267,6 @@ fn echo(mut s: TcpStream) {
             return;
         }
     }
-}
-
-fn hold(mut s: TcpStream) {
-    let _ = s.read(&mut [0; 1]);
 }
 
 /// One throughput run's figures, all over the same counting window.
@@ -366,7 +433,7 @@ fn load_average() -> String {
 }
 
 /// The kernel's TCP memory in pages (/proc/net/sockstat "TCP: ... mem N").
-fn tcp_mem_pages() -> anyhow::Result<u64> {
+pub(crate) fn tcp_mem_pages() -> anyhow::Result<u64> {
     let s = std::fs::read_to_string("/proc/net/sockstat")?;
     let l = s.lines().find(|l| l.starts_with("TCP:")).context("no TCP line")?;
     let w: Vec<&str> = l.split_whitespace().collect();
@@ -374,35 +441,39 @@ fn tcp_mem_pages() -> anyhow::Result<u64> {
     Ok(w[i + 1].parse()?)
 }
 
-/// Opens `n` idle connections through the proxy; returns (proxy RSS bytes per connection,
-/// kernel TCP memory bytes per connection, seconds to open them).
-fn idle_memory(p: &ProxyProc, n: usize) -> anyhow::Result<(f64, f64, f64)> {
-    let rss0 = p.rss_bytes()?;
-    let mem0 = tcp_mem_pages()?;
-    let t = Instant::now();
-    let mut held = Vec::with_capacity(n);
-    for i in 0..n {
-        held.push(TcpStream::connect(p.addr).with_context(|| format!("idle connection {i}"))?);
+/// Descriptors a process needs besides its connections' (listeners, pipes, the runtime's).
+const SPARE_FDS: u64 = 500;
+
+/// The idle run's proxy worker processes: `--idle-workers`, or the fewest whose share of the
+/// proxy's two sockets per connection fits `nofile`.
+fn idle_workers(a: &ProxyBenchArgs, nofile: u64) -> anyhow::Result<usize> {
+    let n = a.idle as u64;
+    if n + SPARE_FDS > nofile {
+        bail!(
+            "--idle {} needs {} file descriptors in this process and in its client process (limit {nofile}); lower it",
+            a.idle,
+            n + SPARE_FDS
+        );
     }
-    // Let the proxy connect upstream for all of them (its RSS stops growing).
-    let mut last = 0;
-    for _ in 0..100 {
-        thread::sleep(Duration::from_millis(100));
-        let r = p.rss_bytes()?;
-        if r == last {
-            break;
-        }
-        last = r;
+    let room = nofile - SPARE_FDS;
+    let w = a.idle_workers.unwrap_or_else(|| (2 * n).div_ceil(room).max(1) as usize);
+    if w == 0 || (2 * n).div_ceil(w as u64) > room {
+        bail!("--idle {} through {w} proxy worker(s): more than {room} descriptors each (limit {nofile}); raise --idle-workers", a.idle);
     }
-    let open_s = t.elapsed().as_secs_f64();
-    let rss = p.rss_bytes()?.saturating_sub(rss0) as f64 / n as f64;
-    let page = 4096.0;
-    let kmem = tcp_mem_pages()?.saturating_sub(mem0) as f64 * page / n as f64;
-    drop(held);
-    Ok((rss, kmem, open_s))
+    Ok(w)
+}
+
+/// Memory per idle connection (see `proxy_bench_idle`).
+fn idle_run(a: &ProxyBenchArgs, workers: usize) -> anyhow::Result<crate::proxy_bench_idle::IdleResult> {
+    let hs = crate::proxy_bench_idle::HoldServer::start()?;
+    let ph = ProxyProc::start_bin(&std::env::current_exe()?, hs.addr, "splice", a, workers)?;
+    crate::proxy_bench_idle::measure(&ph, &hs, a.idle, workers)
 }
 
 pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
+    if let Some(to) = a.hold_clients {
+        return crate::proxy_bench_idle::hold_clients(to, a.idle);
+    }
     if a.repeat == 0 || a.connections == 0 || a.round_trips == 0 {
         bail!("--repeat, --connections and --round-trips must be positive");
     }
@@ -412,20 +483,35 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--cc {cc:?}: not a congestion control available here"))?;
     }
     let nofile = headroom_proxy::sock::raise_nofile_limit()?;
-    if a.idle > 0 && (a.idle as u64) * 2 + 500 > nofile {
-        bail!("--idle {} needs {} file descriptors here (limit {nofile}); lower it", a.idle, a.idle * 2 + 500);
+    let workers = idle_workers(&a, nofile)?;
+    if a.idle_only && a.idle == 0 {
+        bail!("--idle-only needs --idle N > 0");
     }
+    let perf = if a.idle_only { None } else { Some(perf_runs(&a)?) };
+    let idle = if a.idle > 0 { Some(idle_run(&a, workers)?) } else { None };
+    report(&a, perf.as_ref(), idle.as_ref())
+}
+
+/// Throughput and latency, direct and through the proxies.
+struct Perf {
+    single: ThroughputResult,
+    many: ThroughputResult,
+    lat_direct: f64,
+    lat_proxy: f64,
+    lat_compare: Option<f64>,
+}
+
+fn perf_runs(a: &ProxyBenchArgs) -> anyhow::Result<Perf> {
     SINK_CPU.store(a.pin.cpus().1.map_or(0, |c| c + 1), Relaxed);
     let sinkaddr = server(sink)?;
     let echoaddr = server(echo)?;
-    let holdaddr = server(hold)?;
-    let (ps, pc) = (ProxyProc::start(sinkaddr, "splice", &a)?, ProxyProc::start(sinkaddr, "copy", &a)?);
-    let po = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, sinkaddr, "splice", &a)).transpose()?;
-    let single = throughput_set(sinkaddr, &ps, &pc, po.as_ref(), 1, &a)?;
-    let many = throughput_set(sinkaddr, &ps, &pc, po.as_ref(), a.connections, &a)?;
+    let (ps, pc) = (ProxyProc::start(sinkaddr, "splice", a)?, ProxyProc::start(sinkaddr, "copy", a)?);
+    let po = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, sinkaddr, "splice", a, 1)).transpose()?;
+    let single = throughput_set(sinkaddr, &ps, &pc, po.as_ref(), 1, a)?;
+    let many = throughput_set(sinkaddr, &ps, &pc, po.as_ref(), a.connections, a)?;
     drop((ps, pc, po));
-    let pe = ProxyProc::start(echoaddr, "splice", &a)?;
-    let peo = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, echoaddr, "splice", &a)).transpose()?;
+    let pe = ProxyProc::start(echoaddr, "splice", a)?;
+    let peo = a.compare.as_deref().map(|b| ProxyProc::start_bin(b, echoaddr, "splice", a, 1)).transpose()?;
     let (mut ld, mut lp, mut lo) = (vec![], vec![], vec![]);
     for _ in 0..a.repeat {
         ld.push(latency(echoaddr, a.round_trips / a.repeat.max(1))?);
@@ -437,12 +523,14 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
     drop((pe, peo));
     let (lat_direct, lat_proxy) = (median(&mut ld), median(&mut lp));
     let lat_compare = (!lo.is_empty()).then(|| median(&mut lo));
-    let idle = if a.idle > 0 {
-        let ph = ProxyProc::start(holdaddr, "splice", &a)?;
-        Some(idle_memory(&ph, a.idle)?)
-    } else {
-        None
-    };
+    Ok(Perf { single, many, lat_direct, lat_proxy, lat_compare })
+}
+
+fn report(
+    a: &ProxyBenchArgs,
+    perf: Option<&Perf>,
+    idle: Option<&crate::proxy_bench_idle::IdleResult>,
+) -> anyhow::Result<()> {
     let path_json = |r: &PathResult| {
         json!({"gbps": r.gbps, "fraction_of_direct": r.fraction, "proxy_cores_per_gbps": r.proxy_cpu,
                "path_cpu_s_per_gb": r.path_s_per_gb})
@@ -455,29 +543,60 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
         "run_s": a.run.as_secs_f64(), "repeat": a.repeat, "threads": a.threads, "cc": a.cc,
         "pin": format!("{:?}", a.pin).to_lowercase(),
         "load_average": load_average(),
-        "single": set_json(&single, 1),
-        "aggregate": set_json(&many, a.connections),
-        "latency": {"direct_rtt_us": lat_direct, "proxy_rtt_us": lat_proxy, "added_rtt_us": lat_proxy - lat_direct,
-                    "compare_rtt_us": lat_compare},
+        "single": perf.map(|p| set_json(&p.single, 1)),
+        "aggregate": perf.map(|p| set_json(&p.many, a.connections)),
+        "latency": perf.map(|p| json!({"direct_rtt_us": p.lat_direct, "proxy_rtt_us": p.lat_proxy,
+                                       "added_rtt_us": p.lat_proxy - p.lat_direct, "compare_rtt_us": p.lat_compare})),
         "compare_binary": a.compare.as_ref().map(|p| p.display().to_string()),
-        "idle": idle.map(|(rss, k, s)| json!({"connections": a.idle, "proxy_rss_bytes_per_conn": rss,
-                                                "kernel_tcp_bytes_per_conn": k, "open_s": s})),
+        "idle": idle.map(|i| i.to_json()),
     });
     if a.json {
         println!("{v}");
         return Ok(());
     }
-    println!(
-        "proxy-bench: loopback, medians of {} interleaved runs of {} s, proxy {} thread(s), congestion control {}, pinning {:?}, load average {}",
-        a.repeat,
-        a.run.as_secs_f64(),
-        a.threads,
-        a.cc.as_deref().unwrap_or("(system default)"),
-        a.pin,
-        load_average()
-    );
+    if let Some(p) = perf {
+        println!(
+            "proxy-bench: loopback, medians of {} interleaved runs of {} s, proxy {} thread(s), congestion control {}, pinning {:?}, load average {}",
+            a.repeat,
+            a.run.as_secs_f64(),
+            a.threads,
+            a.cc.as_deref().unwrap_or("(system default)"),
+            a.pin,
+            load_average()
+        );
+        report_perf(a, p);
+    } else {
+        println!(
+            "proxy-bench: loopback, idle connections only, proxy {} thread(s) per worker, load average {}",
+            a.threads,
+            load_average()
+        );
+    }
+    if let Some(i) = idle {
+        let procs: Vec<String> = i
+            .processes
+            .iter()
+            .map(|(pid, rss, fds)| format!("pid {pid}: +{} KiB, {fds} descriptors", rss / 1024))
+            .collect();
+        println!(
+            "         idle: {} connections through the proxy ({} worker process(es); opened in {:.1} s; all established end to end, {} of {} sampled bytes echoed): proxy RSS {:.0} B per connection (all its processes), kernel TCP memory {:.0} B and kernel slab {:.0} B per connection [{}]",
+            i.connections,
+            i.workers,
+            i.open_s,
+            i.echoed,
+            i.sample,
+            i.rss_per_conn,
+            i.kernel_per_conn,
+            i.slab_per_conn,
+            procs.join("; ")
+        );
+    }
+    Ok(())
+}
+
+fn report_perf(a: &ProxyBenchArgs, p: &Perf) {
     println!("  Gbit/s, % of direct (median of per-round ratios), CPU seconds per GB of the whole path (senders, sinks, proxy), proxy cores per Gbit/s");
-    for (name, r, n) in [("1 connection", &single, 1), ("aggregate", &many, a.connections)] {
+    for (name, r, n) in [("1 connection", &p.single, 1), ("aggregate", &p.many, a.connections)] {
         let line = |label: &str, p: &PathResult| {
             format!(
                 "{label} {:6.2} Gbit/s = {:5.1} %, path {:.3} CPU s/GB, proxy {:.3} cores per Gbit/s",
@@ -502,21 +621,15 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
             100.0 * r.direct.path_s_per_gb / r.splice.path_s_per_gb
         );
     }
+    let (lat_direct, lat_proxy) = (p.lat_direct, p.lat_proxy);
     println!(
         "      latency (64 B ping-pong, median RTT): direct {lat_direct:.1} µs, through one proxy {lat_proxy:.1} µs: added {:.1} µs per hop (round trip)",
         lat_proxy - lat_direct
     );
-    if let Some(l) = lat_compare {
+    if let Some(l) = p.lat_compare {
         println!(
             "      latency through the --compare binary's proxy: {l:.1} µs: added {:.1} µs per hop",
             l - lat_direct
         );
     }
-    if let Some((rss, k, s)) = idle {
-        println!(
-            "         idle: {} connections through the proxy (opened in {s:.1} s): proxy RSS {rss:.0} B per connection, kernel TCP memory {k:.0} B per connection",
-            a.idle
-        );
-    }
-    Ok(())
 }

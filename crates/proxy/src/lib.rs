@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 
 /// The proxy's configuration.
 pub struct ProxyConfig {
@@ -87,6 +87,9 @@ pub struct ProxyConfig {
     /// Emulate the overlay paper's proxy CPU with this time per packet of `packet_bytes`
     /// (`10 x` per SYN and SYN-ACK) for split connections ([`cpu`]; None: off).
     pub emulate_cpu: Option<Duration>,
+    /// A listening socket made by the caller, accepted on instead of binding `listen` (a
+    /// worker of `headroom proxy --workers N` inherits one of the [`bind_reuseport`] group).
+    pub listener: Option<std::net::TcpListener>,
 }
 
 impl ProxyConfig {
@@ -111,6 +114,7 @@ impl ProxyConfig {
             congestion: None,
             conn_log: None,
             emulate_cpu: None,
+            listener: None,
         }
     }
 }
@@ -171,12 +175,7 @@ pub fn spawn(mut cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
     }
     if let Some(cc) = &cfg.congestion {
         // Refuse an unknown name now rather than on every connection.
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").context("a socket to check --cc")?;
-        sock::set_congestion(&probe, cc).with_context(|| {
-            let avail =
-                std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
-            format!("congestion control {cc:?} is not available here (available: {})", avail.trim())
-        })?;
+        check_congestion(cc)?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.threads)
@@ -184,7 +183,13 @@ pub fn spawn(mut cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let listener = rt.block_on(async { bind_listener(cfg.listen, cfg.transparent.is_some()) })?;
+    let listener = match cfg.listener.take() {
+        Some(l) => rt.block_on(async {
+            l.set_nonblocking(true)?;
+            TcpListener::from_std(l)
+        })?,
+        None => rt.block_on(async { bind_listener(cfg.listen, cfg.transparent.is_some(), false) })?,
+    };
     let local = listener.local_addr()?;
     if cfg.transparent.is_none() && would_loop(local, cfg.upstream) {
         bail!("upstream {} is the proxy's own listening address: it would relay to itself", cfg.upstream);
@@ -211,6 +216,15 @@ pub fn spawn(mut cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
     Ok(ProxyHandle { local, stats, stop: Some(stop_tx), thread: Some(thread) })
 }
 
+/// Whether this kernel has congestion control `cc` (an error naming those available if not).
+pub fn check_congestion(cc: &str) -> anyhow::Result<()> {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").context("a socket to check --cc")?;
+    sock::set_congestion(&probe, cc).with_context(|| {
+        let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
+        format!("congestion control {cc:?} is not available here (available: {})", avail.trim())
+    })
+}
+
 fn would_loop(local: SocketAddr, upstream: SocketAddr) -> bool {
     if local.port() != upstream.port() {
         return false;
@@ -219,11 +233,32 @@ fn would_loop(local: SocketAddr, upstream: SocketAddr) -> bool {
         || (local.ip().is_unspecified() && (upstream.ip().is_loopback() || upstream.ip().is_unspecified()))
 }
 
+/// `n` listening sockets on one address with SO_REUSEPORT (a reuseport group): the kernel
+/// spreads new connections among them by a hash of the 4-tuple, so each can be accepted on by
+/// its own process (`headroom proxy --workers N`, like nginx's workers). The first binds
+/// `addr` (port 0: the kernel picks one), the others its actual address. Refuses an address
+/// that is the upstream's (see [`spawn`]).
+pub fn bind_reuseport(addr: SocketAddr, n: usize, upstream: SocketAddr) -> anyhow::Result<Vec<std::net::TcpListener>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().context("a runtime to bind")?;
+    rt.block_on(async {
+        let mut v: Vec<std::net::TcpListener> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let at = v.first().map_or(Ok(addr), |l| l.local_addr())?;
+            v.push(bind_listener(at, false, true)?.into_std()?);
+        }
+        let local = v.first().context("no listener")?.local_addr()?;
+        if would_loop(local, upstream) {
+            bail!("upstream {upstream} is the proxy's own listening address: it would relay to itself");
+        }
+        Ok(v)
+    })
+}
+
 /// The listening socket. A transparent listener on the unspecified IPv4 address (the default)
 /// listens on `[::]` with IPV6_V6ONLY off instead, so that both address families' diverted
 /// connections reach it (the nftables table is `inet`); it stays IPv4 where the kernel has no
 /// IPv6.
-fn bind_listener(addr: SocketAddr, transparent: bool) -> anyhow::Result<TcpListener> {
+fn bind_listener(addr: SocketAddr, transparent: bool, reuseport: bool) -> anyhow::Result<TcpListener> {
     let dual = transparent && addr.ip() == IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
     let (s, addr) = match (dual, TcpSocket::new_v6()) {
         (true, Ok(s)) => {
@@ -234,6 +269,9 @@ fn bind_listener(addr: SocketAddr, transparent: bool) -> anyhow::Result<TcpListe
         _ => (TcpSocket::new_v6()?, addr),
     };
     s.set_reuseaddr(true)?;
+    if reuseport {
+        s.set_reuseport(true)?;
+    }
     if transparent {
         sock::set_transparent(&s, addr.is_ipv6()).context("IP_TRANSPARENT (needs CAP_NET_ADMIN)")?;
     }
@@ -305,17 +343,6 @@ async fn accept_loop(
     let slots = Arc::new(Semaphore::new(cfg.max_conns));
     let sources: SourceCounts = Arc::default();
     let mut next_id = 0u64;
-    // Records go through a channel so that a slow log reader cannot stall connection tasks.
-    let (rec_tx, mut rec_rx) = mpsc::unbounded_channel::<ConnRecord>();
-    if let Some(log) = cfg.conn_log.clone() {
-        tokio::spawn(async move {
-            while let Some(r) = rec_rx.recv().await {
-                if log.send(r).is_err() {
-                    break;
-                }
-            }
-        });
-    }
     loop {
         let permit = match slots.clone().try_acquire_owned() {
             Ok(p) => p,
@@ -367,15 +394,18 @@ async fn accept_loop(
         };
         next_id += 1;
         let id = next_id;
-        let (cfg, stats, rec_tx, driver) = (cfg.clone(), stats.clone(), rec_tx.clone(), driver.clone());
+        let (cfg, stats, driver) = (cfg.clone(), stats.clone(), driver.clone());
         // Only split connections use the (emulated) CPU: the simulator's fast path for the others.
         let cpu = if split { cpu.clone() } else { None };
         tokio::spawn(async move {
             let rec = serve(client, peer, split, id, &cfg, &stats, &driver, cpu.as_deref()).await;
             drop(slot);
             drop(permit);
-            if cfg.conn_log.is_some() {
-                let _ = rec_tx.send(rec);
+            // Straight into the (unbounded, never blocking) std channel: a slow log reader
+            // cannot stall a connection task, and a record sent before the proxy stops is not
+            // lost in the runtime's shutdown (it was, through an intermediate task).
+            if let Some(log) = &cfg.conn_log {
+                let _ = log.send(rec);
             }
         });
     }

@@ -68,6 +68,19 @@ pub fn set_congestion(s: &impl AsRawFd, name: &str) -> io::Result<()> {
     }
 }
 
+/// recv(MSG_PEEK | MSG_DONTWAIT) of one byte: Ok(1) when data is waiting, Ok(0) at the end of
+/// the stream, WouldBlock when there is nothing yet; the data stays in the socket.
+pub fn peek(s: &impl AsRawFd) -> io::Result<usize> {
+    let mut b = 0u8;
+    // SAFETY: recv into one live byte; MSG_PEEK leaves the data queued.
+    let n = unsafe { libc::recv(s.as_raw_fd(), (&mut b as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// shutdown(SHUT_WR): the FIN that carries a half-close onward. ENOTCONN (the peer already
 /// gone) is not an error here: the other direction will see the reset.
 pub fn shutdown_write(s: &impl AsRawFd) -> io::Result<()> {

@@ -35,7 +35,7 @@
 //! `/run/headroom-proxy/<table>.json` (with its pid, its start time and its network namespace's
 //! inode); it removes the table, rule and route and that file on exit, error and signal.
 //! [`cleanup_stale`] (`headroom proxy --cleanup`) removes what crashed (SIGKILLed) proxies
-//! recorded, and nothing else.
+//! recorded, and nothing else; records of namespaces that no longer exist are dropped.
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
@@ -93,8 +93,7 @@ fn process_start_time(pid: u32) -> Option<u64> {
 }
 
 fn netns_inode(path: &str) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| m.ino())
+    netns_inode_of(Path::new(path))
 }
 
 fn random_u32() -> u32 {
@@ -222,7 +221,7 @@ impl Interception {
 
     /// Removes the table, the rule, the route and the state file (each best effort).
     pub fn remove(&self) {
-        remove_recorded(&self.table, self.mark, self.route_table);
+        remove_recorded(&self.table, self.mark, self.route_table, None);
         let _ = std::fs::remove_file(self.state_path());
     }
 }
@@ -232,24 +231,110 @@ fn ipv6_enabled() -> bool {
     std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6").is_ok_and(|v| v.trim() == "0")
 }
 
-fn remove_recorded(table: &str, mark: u32, route_table: u32) {
+fn remove_recorded(table: &str, mark: u32, route_table: u32, netns: Option<&Path>) {
+    // In another namespace the commands run under `nsenter --net=PATH`.
+    let enter = netns.map(|p| format!("--net={}", p.display()));
+    let run_in = |argv: &[&str]| {
+        let mut v: Vec<&str> = enter.as_deref().map_or(vec![], |e| vec!["nsenter", e]);
+        v.extend_from_slice(argv);
+        let _ = run(&v, None);
+    };
     // `ip` is the family of records written before IPv6 support (an IPv4-only table).
     for family in ["inet", "ip"] {
-        let _ = run(&["nft", "delete", "table", family, table], None);
+        run_in(&["nft", "delete", "table", family, table]);
     }
     let (mark, rt) = (format!("0x{mark:x}"), route_table.to_string());
     for family in ["-4", "-6"] {
-        let _ = run(&["ip", family, "rule", "del", "fwmark", &mark, "lookup", &rt, "priority", &rt], None);
-        let _ = run(&["ip", family, "route", "flush", "table", &rt], None);
+        run_in(&["ip", family, "rule", "del", "fwmark", &mark, "lookup", &rt, "priority", &rt]);
+        run_in(&["ip", family, "route", "flush", "table", &rt]);
     }
 }
 
-/// Removes what crashed proxies recorded in `/run/headroom-proxy` (owner gone, or its pid now
-/// names another process) in this network namespace; returns the tables removed. Records of
-/// other namespaces are left for a cleanup run inside them.
-pub fn cleanup_stale() -> Result<Vec<String>> {
-    let mut removed = Vec::new();
-    let Ok(dir) = std::fs::read_dir(STATE_ROOT) else { return Ok(removed) };
+/// Where a network namespace can be entered, found by its inode: a task in it
+/// (`/proc/PID/task/TID/ns/net`), a descriptor open on it (`/proc/PID/fd/N` → `net:[INODE]`),
+/// or a bind mount of it (`ip netns add` keeps one in /run/netns; any nsfs mount in
+/// /proc/self/mountinfo). None: no longer exists (or is pinned only by a mount of another mount
+/// namespace, which this process cannot see). Bounded by the processes and mounts present.
+fn find_netns(inode: u64) -> Option<PathBuf> {
+    let is_it = |p: &Path| netns_inode_of(p) == Some(inode);
+    if let Ok(mi) = std::fs::read_to_string("/proc/self/mountinfo") {
+        for l in mi.lines() {
+            // "ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - FSTYPE SOURCE ..."; ROOT is "net:[N]".
+            let f: Vec<&str> = l.split(' ').collect();
+            if f.len() > 4 && f[3] == format!("net:[{inode}]") {
+                let p = PathBuf::from(f[4].replace("\\040", " "));
+                if is_it(&p) {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    let procs = std::fs::read_dir("/proc").ok()?;
+    let target = format!("net:[{inode}]");
+    for e in procs.flatten() {
+        let pid = e.file_name();
+        if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let base = e.path();
+        for t in std::fs::read_dir(base.join("task")).into_iter().flatten().flatten() {
+            let p = t.path().join("ns/net");
+            if is_it(&p) {
+                return Some(p);
+            }
+        }
+        for fd in std::fs::read_dir(base.join("fd")).into_iter().flatten().flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target.as_str()) {
+                return Some(fd.path());
+            }
+        }
+    }
+    None
+}
+
+fn netns_inode_of(p: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).ok().map(|m| m.ino())
+}
+
+/// What [`cleanup_stale`] did with one dead proxy's record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cleaned {
+    /// Its table, rule and route were removed (in this network namespace, or in the other one
+    /// it was recorded in, entered with `nsenter --net=PATH`), and its record.
+    Removed { table: String, netns: Option<PathBuf> },
+    /// Its network namespace no longer exists: whatever it installed went with it; the record
+    /// was dropped.
+    NamespaceGone { table: String, netns_inode: u64 },
+}
+
+impl std::fmt::Display for Cleaned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cleaned::Removed { table, netns: None } => write!(f, "removed {table}"),
+            Cleaned::Removed { table, netns: Some(p) } => {
+                write!(f, "removed {table} (in network namespace {})", p.display())
+            }
+            Cleaned::NamespaceGone { table, netns_inode } => write!(
+                f,
+                "dropped the record of {table}: its network namespace (inode {netns_inode}) no longer exists, nothing left to remove"
+            ),
+        }
+    }
+}
+
+/// Cleans up after crashed proxies (owner gone, or its pid now names another process), from
+/// what they recorded in `/run/headroom-proxy`: in this network namespace and in any other
+/// that still exists (entered with nsenter) their table, rule and route are removed; a record
+/// whose namespace no longer exists is dropped (a namespace's tables, rules and routes vanish
+/// with it). Records of live proxies are not touched.
+///
+/// (Before session 6 a record of another namespace was always left "for a cleanup run inside
+/// it", so the records of namespaces already gone — a testbed torn down after its proxy was
+/// killed — stayed forever: 3 of 4 records were left in one run.)
+pub fn cleanup_stale() -> Result<Vec<Cleaned>> {
+    let mut done = Vec::new();
+    let Ok(dir) = std::fs::read_dir(STATE_ROOT) else { return Ok(done) };
     let here = netns_inode("/proc/self/ns/net");
     for e in dir.flatten() {
         let path = e.path();
@@ -266,12 +351,20 @@ pub fn cleanup_stale() -> Result<Vec<String>> {
             continue;
         };
         let alive = process_start_time(pid as u32) == Some(start);
-        if alive || here != Some(ns) {
+        if alive {
             continue;
         }
-        remove_recorded(table, mark as u32, rt as u32);
+        let table = table.to_string();
+        if here == Some(ns) {
+            remove_recorded(&table, mark as u32, rt as u32, None);
+            done.push(Cleaned::Removed { table, netns: None });
+        } else if let Some(p) = find_netns(ns) {
+            remove_recorded(&table, mark as u32, rt as u32, Some(&p));
+            done.push(Cleaned::Removed { table, netns: Some(p) });
+        } else {
+            done.push(Cleaned::NamespaceGone { table, netns_inode: ns });
+        }
         let _ = std::fs::remove_file(&path);
-        removed.push(table.to_string());
     }
-    Ok(removed)
+    Ok(done)
 }
