@@ -3,7 +3,8 @@
 //!
 //! It is separate from [`crate::net`] (whose packets are `Copy` headers without payload) so that
 //! the existing scenarios stay byte-identical and so that relayed bytes are real bytes: the proxy
-//! copies what it received into what it sends, and the receiver checks every byte.
+//! copies what it received into what it sends, and the receiver checks every byte (the bytes
+//! travel as runs of the servers' keyed streams: [`super::payload`]).
 //! The link model is [`crate::net`]'s: serialisation at the link rate, then `delay`; a FIFO
 //! limited in waiting packets (the one in service not counted); tail drop; static shortest-path
 //! routes (breadth-first, ties by link order).
@@ -13,6 +14,8 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use headroom_core::rng::Rng;
 use headroom_core::units::{Bytes, Dur, Rate, Time};
+
+use super::payload::Payload;
 
 pub type NodeId = u16;
 pub type HopId = u32;
@@ -39,7 +42,7 @@ pub enum Body {
     Data {
         seq: u64,
         ts: Time,
-        bytes: Vec<u8>,
+        bytes: Payload,
     },
 }
 
