@@ -237,7 +237,6 @@ impl OverlayWorld {
     pub fn run_until(&mut self, until: Time) {
         while let Some(ev) = self.eng.pop_until(until) {
             match ev {
-                Ev::LinkFree(l) => self.eng.link_free(l),
                 Ev::Arrive { node, pkt } => self.on_arrive(node, pkt),
                 Ev::Local(Local::Timer { hop, half }) => self.on_timer(hop, half),
                 Ev::Local(Local::CpuDone(p)) => self.cpu_done(p as usize),
