@@ -9,14 +9,13 @@
 //! limited in waiting packets (the one in service not counted); tail drop; static shortest-path
 //! routes (breadth-first, ties by link order).
 
-use std::cmp::Ordering;
-use std::collections::binary_heap::PeekMut;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use headroom_core::rng::Rng;
 use headroom_core::units::{Bytes, Dur, Rate, Time};
 
 use super::payload::Payload;
+use crate::event_heap::{EventHeap, Keyed};
 
 pub type NodeId = u16;
 pub type HopId = u32;
@@ -122,6 +121,7 @@ pub enum Ev<E> {
 /// What the heap holds: a packet's arrival names its slot in [`Engine`]'s packet store, so a
 /// heap entry stays a few words long (sifting whole packets through the heap was a fifth of the
 /// run time); the order is the `(time, seq)` key either way.
+#[derive(Clone, Copy)]
 enum Queued<E> {
     Arrive { node: NodeId, slot: u32 },
     Local(E),
@@ -133,30 +133,6 @@ enum Queued<E> {
 enum Wire {
     Lane(u32),
     Free(u32),
-}
-
-/// A heap entry: `ev` due at `(time, seq)`.
-struct Entry<T> {
-    time: Time,
-    seq: u64,
-    ev: T,
-}
-impl<T> PartialEq for Entry<T> {
-    fn eq(&self, o: &Self) -> bool {
-        self.time == o.time && self.seq == o.seq
-    }
-}
-impl<T> Eq for Entry<T> {}
-impl<T> PartialOrd for Entry<T> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl<T> Ord for Entry<T> {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest (time, seq) first.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.time, o.seq).cmp(&(self.time, self.seq))
-    }
 }
 
 /// Link counters for reports.
@@ -192,9 +168,9 @@ pub struct Engine<E> {
     cur: (Time, u64),
     /// Endpoint events (timers, CPU, flow starts), and arrivals that would not keep a lane in
     /// order (none with fixed link delays).
-    heap: BinaryHeap<Entry<Queued<E>>>,
+    heap: EventHeap<Queued<E>>,
     /// The links' entries: at most one lane head and one free event per link.
-    wire: BinaryHeap<Entry<Wire>>,
+    wire: EventHeap<Wire>,
     /// Each link's pending arrivals `(time, seq, node, packet)`, in increasing `(time, seq)`.
     lanes: Vec<VecDeque<(Time, u64, NodeId, Pkt)>>,
     seq: u64,
@@ -209,7 +185,7 @@ pub struct Engine<E> {
     pub events: u64,
 }
 
-impl<E> Engine<E> {
+impl<E: Copy> Engine<E> {
     /// `nodes` nodes joined by `links`; link `i`'s random losses draw from `rng.fork(i)`.
     pub fn new(nodes: usize, links: Vec<LinkSpec>, rng: &Rng) -> Engine<E> {
         let links: Vec<Link> = links
@@ -250,8 +226,8 @@ impl<E> Engine<E> {
         Engine {
             now: Time::ZERO,
             cur: (Time::ZERO, 0),
-            heap: BinaryHeap::new(),
-            wire: BinaryHeap::with_capacity(2 * links.len()),
+            heap: EventHeap::with_capacity(64),
+            wire: EventHeap::with_capacity(2 * links.len()),
             lanes: links.iter().map(|_| VecDeque::new()).collect(),
             seq: 0,
             in_flight: Vec::new(),
@@ -268,7 +244,7 @@ impl<E> Engine<E> {
             Ev::Local(e) => Queued::Local(e),
             Ev::Arrive { node, pkt } => Queued::Arrive { node, slot: self.store(pkt) },
         };
-        self.heap.push(Entry { time: at.max(self.now), seq: self.seq, ev });
+        self.heap.push(Keyed { time: at.max(self.now).0, seq: self.seq, ev });
         self.seq += 1;
     }
 
@@ -290,8 +266,8 @@ impl<E> Engine<E> {
     /// handled here, at their place in the order.
     pub fn pop_until(&mut self, until: Time) -> Option<Ev<E>> {
         loop {
-            let ev = self.heap.peek().map(|e| (e.time, e.seq));
-            let wire = self.wire.peek().map(|e| (e.time, e.seq));
+            let ev = self.heap.peek_key();
+            let wire = self.wire.peek_key();
             // The earlier of the two heaps' first entries (keys are unique).
             let (key, wire_first) = match (wire, ev) {
                 (Some(w), Some(e)) => (w.min(e), w < e),
@@ -299,6 +275,7 @@ impl<E> Engine<E> {
                 (None, Some(e)) => (e, false),
                 (None, None) => return self.idle_until(until),
             };
+            let key = (Time(key.0), key.1);
             if key.0 > until {
                 return self.idle_until(until);
             }
@@ -316,7 +293,7 @@ impl<E> Engine<E> {
                     }
                 });
             }
-            let mut top = self.wire.peek_mut()?;
+            let top = *self.wire.peek()?;
             match top.ev {
                 Wire::Lane(li) => {
                     let lane = &mut self.lanes[li as usize];
@@ -324,9 +301,11 @@ impl<E> Engine<E> {
                         lane.pop_front().expect("a lane's entry is in the heap only while it has one");
                     match lane.front() {
                         // The lane's next arrival takes the first one's place (one sift-down).
-                        Some(&(time, seq, _, _)) => *top = Entry { time, seq, ev: Wire::Lane(li) },
+                        Some(&(time, seq, _, _)) => {
+                            self.wire.replace_top(Keyed { time: time.0, seq, ev: Wire::Lane(li) });
+                        }
                         None => {
-                            PeekMut::pop(top);
+                            self.wire.pop();
                         }
                     }
                     return Some(Ev::Arrive { node, pkt });
@@ -338,10 +317,9 @@ impl<E> Engine<E> {
                     let pkt = link.waiting.pop_front().expect("a free event is in the heap only while packets wait");
                     let (free, arrival) = link.start(&pkt, self.now, &mut self.seq);
                     if link.waiting.is_empty() {
-                        PeekMut::pop(top);
+                        self.wire.pop();
                     } else {
-                        *top = Entry { time: free.0, seq: free.1, ev: Wire::Free(li) };
-                        drop(top);
+                        self.wire.replace_top(Keyed { time: free.0 .0, seq: free.1, ev: Wire::Free(li) });
                     }
                     self.schedule_arrival(li, arrival, pkt);
                 }
@@ -372,7 +350,7 @@ impl<E> Engine<E> {
             if link.waiting.is_empty() {
                 // The first packet to wait: the free event now has work to do in the heap.
                 let (time, seq) = link.free_at;
-                self.wire.push(Entry { time, seq, ev: Wire::Free(li) });
+                self.wire.push(Keyed { time: time.0, seq, ev: Wire::Free(li) });
             }
             link.waiting.push_back(pkt);
         } else {
@@ -388,13 +366,13 @@ impl<E> Engine<E> {
         match lane.back() {
             None => {
                 lane.push_back((at, seq, to, pkt));
-                self.wire.push(Entry { time: at, seq, ev: Wire::Lane(li) });
+                self.wire.push(Keyed { time: at.0, seq, ev: Wire::Lane(li) });
             }
             // `seq` is the largest yet, so a time no earlier than the last one's keeps the order.
             Some(&(last, _, _, _)) if at >= last => lane.push_back((at, seq, to, pkt)),
             Some(_) => {
                 let slot = self.store(pkt);
-                self.heap.push(Entry { time: at, seq, ev: Queued::Arrive { node: to, slot } });
+                self.heap.push(Keyed { time: at.0, seq, ev: Queued::Arrive { node: to, slot } });
             }
         }
     }
