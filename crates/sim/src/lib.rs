@@ -8,6 +8,7 @@
 //! per-flow stream of a seeded PRNG.
 
 pub mod build;
+pub mod event_heap;
 pub mod limits;
 pub mod net;
 pub mod output;

@@ -3,16 +3,19 @@
 //!
 //! It is separate from [`crate::net`] (whose packets are `Copy` headers without payload) so that
 //! the existing scenarios stay byte-identical and so that relayed bytes are real bytes: the proxy
-//! copies what it received into what it sends, and the receiver checks every byte.
+//! copies what it received into what it sends, and the receiver checks every byte (the bytes
+//! travel as runs of the servers' keyed streams: [`super::payload`]).
 //! The link model is [`crate::net`]'s: serialisation at the link rate, then `delay`; a FIFO
 //! limited in waiting packets (the one in service not counted); tail drop; static shortest-path
 //! routes (breadth-first, ties by link order).
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use headroom_core::rng::Rng;
 use headroom_core::units::{Bytes, Dur, Rate, Time};
+
+use super::payload::Payload;
+use crate::event_heap::{EventHeap, Keyed};
 
 pub type NodeId = u16;
 pub type HopId = u32;
@@ -39,7 +42,7 @@ pub enum Body {
     Data {
         seq: u64,
         ts: Time,
-        bytes: Vec<u8>,
+        bytes: Payload,
     },
 }
 
@@ -84,7 +87,9 @@ pub struct LinkSpec {
 
 struct Link {
     spec: LinkSpec,
-    busy: bool,
+    /// `(time, seq)` key of the free event of the link's last transmission: the link is busy
+    /// while the event in progress comes before it (see [`Engine`]'s "Links' events").
+    free_at: (Time, u64),
     waiting: VecDeque<Pkt>,
     rng: Rng,
     drops: u64,
@@ -92,10 +97,23 @@ struct Link {
     tx_packets: u64,
 }
 
+impl Link {
+    /// Starts serialising `pkt` at `now`: takes from `seq` the keys of the transmission's free
+    /// event and of the packet's arrival at the far node, in that order, and returns them.
+    fn start(&mut self, pkt: &Pkt, now: Time, seq: &mut u64) -> ((Time, u64), (Time, u64)) {
+        self.tx_packets += 1;
+        let tx = Bytes(u64::from(pkt.size())).time_at(self.spec.rate);
+        let free = (now + tx, *seq);
+        self.free_at = free;
+        let arrival = (now + tx + self.spec.delay, *seq + 1);
+        *seq += 2;
+        (free, arrival)
+    }
+}
+
 /// Events: the network's and the endpoints' (the world dispatches the latter).
 #[derive(Clone, Debug)]
 pub enum Ev<E> {
-    LinkFree(u32),
     Arrive { node: NodeId, pkt: Pkt },
     Local(E),
 }
@@ -103,32 +121,18 @@ pub enum Ev<E> {
 /// What the heap holds: a packet's arrival names its slot in [`Engine`]'s packet store, so a
 /// heap entry stays a few words long (sifting whole packets through the heap was a fifth of the
 /// run time); the order is the `(time, seq)` key either way.
+#[derive(Clone, Copy)]
 enum Queued<E> {
-    LinkFree(u32),
     Arrive { node: NodeId, slot: u32 },
     Local(E),
 }
 
-struct Entry<E> {
-    time: Time,
-    seq: u64,
-    ev: Queued<E>,
-}
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, o: &Self) -> bool {
-        self.time == o.time && self.seq == o.seq
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl<E> Ord for Entry<E> {
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.time, o.seq).cmp(&(self.time, self.seq))
-    }
+/// What an entry of the links' heap stands for: the first pending arrival of a link's lane, or
+/// a link's free event while packets wait behind it.
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    Lane(u32),
+    Free(u32),
 }
 
 /// Link counters for reports.
@@ -140,20 +144,48 @@ pub struct LinkCounters {
 }
 
 /// The network: time, the event queue, links and routes.
+///
+/// # Links' events
+/// The order of events is that of their `(time, seq)` keys (`seq` counts the events scheduled),
+/// and a transmission takes two keys when it starts: its link's free event, then the packet's
+/// arrival at the far node. As in [`crate::net`] (see its "Hot path"), neither needs a place in
+/// the endpoints' heap:
+/// - a link's arrivals are due in the order it sent them (each transmission starts after the
+///   previous one ended and every packet waits the same `delay`), so each link keeps them in a
+///   FIFO (its lane) and only the lane's first one sits in a small heap of the links' own;
+/// - a free event with no packet waiting behind it would only make its link idle: the link
+///   keeps the event's key (`free_at`) and is busy while the event in progress (`cur`) comes
+///   before it, which is the answer the event would have given at its place in the order. Only
+///   when a packet waits does the free event enter the links' heap, where it starts the next
+///   transmission at that same place.
+///
+/// [`Engine::pop_until`] takes the earlier of the two heaps' first entries, so events run in
+/// exactly the order one heap of every event gave.
 pub struct Engine<E> {
     pub now: Time,
-    heap: BinaryHeap<Entry<E>>,
+    /// `(time, seq)` key of the event in progress; after [`Engine::pop_until`] found nothing more
+    /// due, `(until, u64::MAX)`.
+    cur: (Time, u64),
+    /// Endpoint events (timers, CPU, flow starts), and arrivals that would not keep a lane in
+    /// order (none with fixed link delays).
+    heap: EventHeap<Queued<E>>,
+    /// The links' entries: at most one lane head and one free event per link.
+    wire: EventHeap<Wire>,
+    /// Each link's pending arrivals `(time, seq, node, packet)`, in increasing `(time, seq)`.
+    lanes: Vec<VecDeque<(Time, u64, NodeId, Pkt)>>,
     seq: u64,
-    /// Packets on their way (propagating), by slot; `free` lists the empty slots.
+    /// Packets of the arrivals in `heap`, by slot; `free` lists the empty slots.
     in_flight: Vec<Option<Pkt>>,
     free: Vec<u32>,
     links: Vec<Link>,
     nodes: usize,
     routes: Vec<Option<u32>>,
+    /// Events run: those popped from the heaps (a link's free event with nobody waiting, which
+    /// never enters them, is not counted).
     pub events: u64,
 }
 
-impl<E> Engine<E> {
+impl<E: Copy> Engine<E> {
     /// `nodes` nodes joined by `links`; link `i`'s random losses draw from `rng.fork(i)`.
     pub fn new(nodes: usize, links: Vec<LinkSpec>, rng: &Rng) -> Engine<E> {
         let links: Vec<Link> = links
@@ -161,7 +193,7 @@ impl<E> Engine<E> {
             .enumerate()
             .map(|(i, spec)| Link {
                 spec,
-                busy: false,
+                free_at: (Time::ZERO, 0),
                 waiting: VecDeque::new(),
                 rng: rng.fork(1000 + i as u64),
                 drops: 0,
@@ -193,7 +225,10 @@ impl<E> Engine<E> {
         }
         Engine {
             now: Time::ZERO,
-            heap: BinaryHeap::new(),
+            cur: (Time::ZERO, 0),
+            heap: EventHeap::with_capacity(64),
+            wire: EventHeap::with_capacity(2 * links.len()),
+            lanes: links.iter().map(|_| VecDeque::new()).collect(),
             seq: 0,
             in_flight: Vec::new(),
             free: Vec::new(),
@@ -206,43 +241,96 @@ impl<E> Engine<E> {
 
     pub fn schedule(&mut self, at: Time, ev: Ev<E>) {
         let ev = match ev {
-            Ev::LinkFree(l) => Queued::LinkFree(l),
             Ev::Local(e) => Queued::Local(e),
-            Ev::Arrive { node, pkt } => {
-                let slot = match self.free.pop() {
-                    Some(s) => {
-                        self.in_flight[s as usize] = Some(pkt);
-                        s
-                    }
-                    None => {
-                        self.in_flight.push(Some(pkt));
-                        (self.in_flight.len() - 1) as u32
-                    }
-                };
-                Queued::Arrive { node, slot }
-            }
+            Ev::Arrive { node, pkt } => Queued::Arrive { node, slot: self.store(pkt) },
         };
-        self.heap.push(Entry { time: at.max(self.now), seq: self.seq, ev });
+        self.heap.push(Keyed { time: at.max(self.now).0, seq: self.seq, ev });
         self.seq += 1;
     }
 
-    /// The next event at or before `until`.
-    pub fn pop_until(&mut self, until: Time) -> Option<Ev<E>> {
-        if self.heap.peek()?.time > until {
-            return None;
-        }
-        let e = self.heap.pop()?;
-        self.now = e.time;
-        self.events += 1;
-        Some(match e.ev {
-            Queued::LinkFree(l) => Ev::LinkFree(l),
-            Queued::Local(x) => Ev::Local(x),
-            Queued::Arrive { node, slot } => {
-                self.free.push(slot);
-                let pkt = self.in_flight[slot as usize].take().expect("a queued arrival's packet is stored");
-                Ev::Arrive { node, pkt }
+    /// Keeps a packet whose arrival is in `heap`; returns its slot.
+    fn store(&mut self, pkt: Pkt) -> u32 {
+        match self.free.pop() {
+            Some(s) => {
+                self.in_flight[s as usize] = Some(pkt);
+                s
             }
-        })
+            None => {
+                self.in_flight.push(Some(pkt));
+                (self.in_flight.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The next event at or before `until`. Free events of links with packets waiting are
+    /// handled here, at their place in the order.
+    pub fn pop_until(&mut self, until: Time) -> Option<Ev<E>> {
+        loop {
+            let ev = self.heap.peek_key();
+            let wire = self.wire.peek_key();
+            // The earlier of the two heaps' first entries (keys are unique).
+            let (key, wire_first) = match (wire, ev) {
+                (Some(w), Some(e)) => (w.min(e), w < e),
+                (Some(w), None) => (w, true),
+                (None, Some(e)) => (e, false),
+                (None, None) => return self.idle_until(until),
+            };
+            let key = (Time(key.0), key.1);
+            if key.0 > until {
+                return self.idle_until(until);
+            }
+            self.now = key.0;
+            self.cur = key;
+            self.events += 1;
+            if !wire_first {
+                let e = self.heap.pop()?;
+                return Some(match e.ev {
+                    Queued::Local(x) => Ev::Local(x),
+                    Queued::Arrive { node, slot } => {
+                        self.free.push(slot);
+                        let pkt = self.in_flight[slot as usize].take().expect("a queued arrival's packet is stored");
+                        Ev::Arrive { node, pkt }
+                    }
+                });
+            }
+            let top = *self.wire.peek()?;
+            match top.ev {
+                Wire::Lane(li) => {
+                    let lane = &mut self.lanes[li as usize];
+                    let (_, _, node, pkt) =
+                        lane.pop_front().expect("a lane's entry is in the heap only while it has one");
+                    match lane.front() {
+                        // The lane's next arrival takes the first one's place (one sift-down).
+                        Some(&(time, seq, _, _)) => {
+                            self.wire.replace_top(Keyed { time: time.0, seq, ev: Wire::Lane(li) });
+                        }
+                        None => {
+                            self.wire.pop();
+                        }
+                    }
+                    return Some(Ev::Arrive { node, pkt });
+                }
+                Wire::Free(li) => {
+                    // The link finished serialising: the first waiting packet starts; its free
+                    // event takes this one's place while more wait behind it.
+                    let link = &mut self.links[li as usize];
+                    let pkt = link.waiting.pop_front().expect("a free event is in the heap only while packets wait");
+                    let (free, arrival) = link.start(&pkt, self.now, &mut self.seq);
+                    if link.waiting.is_empty() {
+                        self.wire.pop();
+                    } else {
+                        self.wire.replace_top(Keyed { time: free.0 .0, seq: free.1, ev: Wire::Free(li) });
+                    }
+                    self.schedule_arrival(li, arrival, pkt);
+                }
+            }
+        }
+    }
+
+    /// Nothing more is due by `until`: every event up to it has run.
+    fn idle_until(&mut self, until: Time) -> Option<Ev<E>> {
+        self.cur = self.cur.max((until, u64::MAX));
+        None
     }
 
     /// Puts `pkt`, now at `node`, on the next link toward its destination (dropped silently
@@ -254,37 +342,102 @@ impl<E> Engine<E> {
             link.losses += 1;
             return;
         }
-        if !link.busy {
-            link.busy = true;
-            self.transmit(li, pkt);
+        if link.free_at <= self.cur {
+            // Idle: the free event of its last transmission, if any, has had its turn.
+            let (_, arrival) = link.start(&pkt, self.now, &mut self.seq);
+            self.schedule_arrival(li, arrival, pkt);
         } else if link.waiting.len() < link.spec.queue {
+            if link.waiting.is_empty() {
+                // The first packet to wait: the free event now has work to do in the heap.
+                let (time, seq) = link.free_at;
+                self.wire.push(Keyed { time: time.0, seq, ev: Wire::Free(li) });
+            }
             link.waiting.push_back(pkt);
         } else {
             link.drops += 1;
         }
     }
 
-    fn transmit(&mut self, li: u32, pkt: Pkt) {
-        let link = &mut self.links[li as usize];
-        link.tx_packets += 1;
-        let tx = Bytes(u64::from(pkt.size())).time_at(link.spec.rate);
-        let (to, delay) = (link.spec.to, link.spec.delay);
-        let now = self.now;
-        self.schedule(now + tx, Ev::LinkFree(li));
-        self.schedule(now + tx + delay, Ev::Arrive { node: to, pkt });
-    }
-
-    /// A link finished serialising.
-    pub fn link_free(&mut self, li: u32) {
-        let link = &mut self.links[li as usize];
-        match link.waiting.pop_front() {
-            Some(p) => self.transmit(li, p),
-            None => link.busy = false,
+    /// Puts the arrival `(time, seq)` of `pkt` over link `li` in the link's lane (in the heap
+    /// if that would not keep the lane in order).
+    fn schedule_arrival(&mut self, li: u32, (at, seq): (Time, u64), pkt: Pkt) {
+        let to = self.links[li as usize].spec.to;
+        let lane = &mut self.lanes[li as usize];
+        match lane.back() {
+            None => {
+                lane.push_back((at, seq, to, pkt));
+                self.wire.push(Keyed { time: at.0, seq, ev: Wire::Lane(li) });
+            }
+            // `seq` is the largest yet, so a time no earlier than the last one's keeps the order.
+            Some(&(last, _, _, _)) if at >= last => lane.push_back((at, seq, to, pkt)),
+            Some(_) => {
+                let slot = self.store(pkt);
+                self.heap.push(Keyed { time: at.0, seq, ev: Queued::Arrive { node: to, slot } });
+            }
         }
     }
 
     pub fn link_counters(&self, li: usize) -> LinkCounters {
         let l = &self.links[li];
         LinkCounters { tx_packets: l.tx_packets, drops: l.drops, losses: l.losses }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(len: u64) -> Pkt {
+        Pkt { src: 0, dst: 1, hop: 0, body: Body::Data { seq: 0, ts: Time::ZERO, bytes: Payload::of(1, 0, len) } }
+    }
+
+    #[test]
+    fn a_link_is_busy_until_its_free_event_has_had_its_turn() {
+        // 12 Mbit/s: 1460 + 40 bytes take exactly 1 ms. A packet handed to the link at 1 ms by an
+        // event scheduled before the first packet's transmission finds the link busy (its free
+        // event comes later in the order) and waits; by one scheduled after it, finds it idle.
+        // With a queue of 0 the waiting packet is dropped, which shows which case happened.
+        let spec =
+            LinkSpec { from: 0, to: 1, rate: Rate::from_mbps(12), delay: Dur::from_millis(5), queue: 0, loss: 0.0 };
+        for (local_first, drops) in [(true, 1), (false, 0)] {
+            let mut eng: Engine<()> = Engine::new(2, vec![spec.clone()], &Rng::new(1));
+            let at = Time::ZERO + Dur::from_millis(1);
+            if local_first {
+                eng.schedule(at, Ev::Local(()));
+            }
+            eng.forward(0, data(1460));
+            if !local_first {
+                eng.schedule(at, Ev::Local(()));
+            }
+            let mut arrivals = Vec::new();
+            while let Some(ev) = eng.pop_until(Time::MAX) {
+                match ev {
+                    Ev::Local(()) => eng.forward(0, data(1460)),
+                    Ev::Arrive { node, .. } => arrivals.push((node, eng.now)),
+                }
+            }
+            assert_eq!(eng.link_counters(0).drops, drops, "local first: {local_first}");
+            let ms = |m| Time::ZERO + Dur::from_millis(m);
+            let expected = if local_first { vec![(1, ms(6))] } else { vec![(1, ms(6)), (1, ms(7))] };
+            assert_eq!(arrivals, expected, "local first: {local_first}");
+        }
+    }
+
+    #[test]
+    fn waiting_packets_leave_one_after_another_in_order() {
+        let spec =
+            LinkSpec { from: 0, to: 1, rate: Rate::from_mbps(12), delay: Dur::from_millis(5), queue: 10, loss: 0.0 };
+        let mut eng: Engine<()> = Engine::new(2, vec![spec], &Rng::new(1));
+        for k in 0..4 {
+            let mut p = data(1460);
+            p.hop = k;
+            eng.forward(0, p);
+        }
+        let mut got = Vec::new();
+        while let Some(Ev::Arrive { pkt, .. }) = eng.pop_until(Time::MAX) {
+            got.push((pkt.hop, eng.now.as_nanos() / 1_000_000));
+        }
+        assert_eq!(got, [(0, 6), (1, 7), (2, 8), (3, 9)]);
+        assert_eq!(eng.link_counters(0).tx_packets, 4);
     }
 }

@@ -3,8 +3,9 @@
 //! the analytic models of Fig. 3.
 //!
 //! A scenario type of its own, with its own engine ([`engine`]): packets here carry their payload
-//! bytes so the relay can be checked byte for byte, and nothing of the existing simulator
-//! (`net`, `tcp`, `world`) changes. Modules: [`engine`] (events, links), [`tcp`] (the two halves
+//! bytes (as runs of the servers' keyed streams, [`payload`]) so the relay can be checked byte
+//! for byte, and nothing of the existing simulator (`net`, `tcp`, `world`) changes. Modules:
+//! [`engine`] (events, links), [`payload`] (the bytes), [`tcp`] (the two halves
 //! of a connection), [`world`] (proxies, relay, flows), [`surge`] (web workload), [`model`]
 //! (Padhye's formula and the relay-coupled model of Fig. 3), [`experiments`] (the paper's
 //! set-ups, used by `headroom reproduce overlay-*` and the tests).
@@ -12,6 +13,7 @@
 pub mod engine;
 pub mod experiments;
 pub mod model;
+pub mod payload;
 pub mod surge;
 pub mod tcp;
 pub mod world;

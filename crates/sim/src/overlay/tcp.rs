@@ -11,36 +11,19 @@
 //! nothing in flight sends an empty window probe when its timer fires; no FIN (a transfer ends
 //! with its last byte).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use headroom_core::cc::{AckAction, AckEvent, CongestionControl, Recovery, Reno, RenoConfig, SentEvent};
 use headroom_core::rtt::RttEstimator;
 use headroom_core::units::{Bytes, Dur, Time};
 
 use super::engine::{Body, Engine, Ev, HopId, NodeId, Pkt};
+use super::payload::{Payload, Run, Runs};
 use super::Local;
 use crate::tcp::RtoParams;
 
 /// Segment payload size.
 pub const MSS: u64 = 1460;
-
-/// Byte `i` of the stream identified by `key`: what the server sends and the client checks.
-pub fn content(key: u64, i: u64) -> u8 {
-    let x = (i ^ key.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    (x >> 56) as u8
-}
-
-/// Bytes `start..end` of a ring buffer as (at most) two slices, for copying whole runs.
-pub(crate) fn range_slices(d: &VecDeque<u8>, start: usize, end: usize) -> (&[u8], &[u8]) {
-    let (a, b) = d.as_slices();
-    if end <= a.len() {
-        (&a[start..end], &[])
-    } else if start >= a.len() {
-        (&b[start - a.len()..end - a.len()], &[])
-    } else {
-        (&a[start..], &b[..end - a.len()])
-    }
-}
 
 /// Which half of a connection a timer belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,7 +93,7 @@ pub struct Sender {
     /// Bytes of the whole transfer.
     pub total: u64,
     /// Bytes `[snd_una, written)`: unacknowledged and unsent (the send buffer).
-    store: VecDeque<u8>,
+    store: Runs,
     pub store_cap: u64,
     /// Bytes written into the stream so far (by the generator or the relay).
     pub written: u64,
@@ -143,7 +126,7 @@ impl Sender {
             hop,
             state: TxState::Listen,
             total,
-            store: VecDeque::new(),
+            store: Runs::default(),
             store_cap,
             written: 0,
             generator,
@@ -171,22 +154,19 @@ impl Sender {
 
     /// Free space of the send buffer.
     pub fn room(&self) -> u64 {
-        (self.store_cap.min(self.total - self.snd_una)).saturating_sub(self.store.len() as u64)
+        (self.store_cap.min(self.total - self.snd_una)).saturating_sub(self.store.len())
     }
 
     /// The relay writes bytes into the send buffer (at most [`Sender::room`]).
-    pub fn write(&mut self, bytes: &[u8]) {
-        self.store.extend(bytes);
-        self.written += bytes.len() as u64;
+    pub fn write(&mut self, bytes: Run) {
+        self.store.push(bytes);
+        self.written += bytes.len;
     }
 
+    /// A server fills its send buffer with the next bytes of its stream.
     fn top_up(&mut self) {
         if let Some(key) = self.generator {
-            let n = self.room();
-            let from = self.written;
-            let before = self.store.len();
-            self.store.extend((from..from + n).map(|i| content(key, i)));
-            self.written += (self.store.len() - before) as u64;
+            self.write(Run { key, from: self.written, len: self.room() });
         }
     }
 
@@ -231,7 +211,7 @@ impl Sender {
         let mut rtt = None;
         let newly = if ack > self.snd_una {
             let n = ack - self.snd_una;
-            self.store.drain(..n as usize);
+            self.store.drain_front(n);
             self.snd_una = ack;
             self.snd_nxt = self.snd_nxt.max(ack);
             self.dupacks = 0;
@@ -283,12 +263,8 @@ impl Sender {
     }
 
     fn segment(&mut self, eng: &mut Engine<Local>, seq: u64, len: u64) {
-        let off = (seq - self.snd_una) as usize;
-        // Copied slice by slice (the store is a ring of at most two runs), not byte by byte.
-        let (a, b) = range_slices(&self.store, off, off + len as usize);
-        let mut bytes = Vec::with_capacity(len as usize);
-        bytes.extend_from_slice(a);
-        bytes.extend_from_slice(b);
+        let off = seq - self.snd_una;
+        let bytes = self.store.payload(off, off + len);
         let retransmission = seq < self.snd_max;
         self.segments += 1;
         if retransmission {
@@ -381,7 +357,7 @@ impl Sender {
                     self.try_send(eng);
                 } else if self.snd_nxt < self.written {
                     // Zero-window probe.
-                    self.send(eng, Body::Data { seq: self.snd_nxt, ts: eng.now, bytes: Vec::new() });
+                    self.send(eng, Body::Data { seq: self.snd_nxt, ts: eng.now, bytes: Payload::EMPTY });
                     self.arm_rto(eng);
                 }
             }
@@ -398,10 +374,11 @@ impl Sender {
 
 /// Where a receiver's in-order bytes go.
 pub enum Sink {
-    /// The client: every byte is compared with [`content`] and counted.
+    /// The client: every byte is compared with its server's stream `key`
+    /// ([`Run::mismatches`]) and the bytes that differ are counted.
     Check { key: u64, mismatches: u64 },
     /// The proxy: the receive buffer the relay drains into the next connection's send buffer.
-    Relay(VecDeque<u8>),
+    Relay(Runs),
 }
 
 /// The active opener's state.
@@ -421,7 +398,7 @@ pub struct Receiver {
     pub state: RxState,
     pub document: u64,
     pub rcv_nxt: u64,
-    ooo: BTreeMap<u64, Vec<u8>>,
+    ooo: BTreeMap<u64, Payload>,
     /// Receive buffer size: the advertised window is what of it the sink has not drained.
     pub cap: u64,
     pub sink: Sink,
@@ -463,7 +440,7 @@ impl Receiver {
     pub fn window(&self) -> u64 {
         let held = match &self.sink {
             Sink::Check { .. } => 0,
-            Sink::Relay(buf) => buf.len() as u64,
+            Sink::Relay(buf) => buf.len(),
         };
         self.cap.saturating_sub(held)
     }
@@ -482,38 +459,31 @@ impl Receiver {
         self.ack(eng, None);
     }
 
-    fn deliver(&mut self, bytes: &[u8]) {
-        let start = self.rcv_nxt;
-        match &mut self.sink {
-            Sink::Check { key, mismatches } => {
-                for (k, b) in bytes.iter().enumerate() {
-                    if *b != content(*key, start + k as u64) {
-                        *mismatches += 1;
-                    }
-                }
+    /// Bytes `skip..` of `bytes` are the next in order: checked (client) or buffered (proxy).
+    fn deliver(&mut self, bytes: &Payload, skip: u64) {
+        for r in bytes.runs_from(skip) {
+            match &mut self.sink {
+                Sink::Check { key, mismatches } => *mismatches += r.mismatches(*key, self.rcv_nxt),
+                Sink::Relay(buf) => buf.push(r),
             }
-            Sink::Relay(buf) => buf.extend(bytes),
+            self.rcv_nxt += r.len;
         }
-        self.rcv_nxt += bytes.len() as u64;
     }
 
     /// A data segment arrived; returns the bytes newly delivered in order.
-    pub fn on_data(&mut self, eng: &mut Engine<Local>, seq: u64, ts: Time, bytes: Vec<u8>) -> u64 {
+    pub fn on_data(&mut self, eng: &mut Engine<Local>, seq: u64, ts: Time, bytes: Payload) -> u64 {
         let before = self.rcv_nxt;
-        let end = seq + bytes.len() as u64;
+        let end = seq + bytes.len();
         if !bytes.is_empty() && end > self.rcv_nxt {
             if seq <= self.rcv_nxt {
-                let skip = (self.rcv_nxt - seq) as usize;
-                self.deliver(&bytes[skip..]);
+                self.deliver(&bytes, self.rcv_nxt - seq);
                 while let Some((&s, _)) = self.ooo.first_key_value() {
                     if s > self.rcv_nxt {
                         break;
                     }
                     let (s, b) = self.ooo.pop_first().expect("non-empty");
-                    let e = s + b.len() as u64;
-                    if e > self.rcv_nxt {
-                        let skip = (self.rcv_nxt - s) as usize;
-                        self.deliver(&b[skip..]);
+                    if s + b.len() > self.rcv_nxt {
+                        self.deliver(&b, self.rcv_nxt - s);
                     }
                 }
             } else {

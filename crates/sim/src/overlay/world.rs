@@ -35,6 +35,7 @@ use headroom_core::rng::Rng;
 use headroom_core::units::{Bytes, Dur, Time};
 
 use super::engine::{Body, Engine, Ev, HopId, LinkCounters, LinkSpec, NodeId, Pkt};
+use super::payload::Runs;
 use super::surge::SurgeModel;
 use super::tcp::{Half, Receiver, Sender, Sink};
 use super::Local;
@@ -236,7 +237,6 @@ impl OverlayWorld {
     pub fn run_until(&mut self, until: Time) {
         while let Some(ev) = self.eng.pop_until(until) {
             match ev {
-                Ev::LinkFree(l) => self.eng.link_free(l),
                 Ev::Arrive { node, pkt } => self.on_arrive(node, pkt),
                 Ev::Local(Local::Timer { hop, half }) => self.on_timer(hop, half),
                 Ev::Local(Local::CpuDone(p)) => self.cpu_done(p as usize),
@@ -414,7 +414,7 @@ impl OverlayWorld {
                             let (rb, sb) =
                                 (self.proxies[pi].spec.receive_buffer.0, self.proxies[pi].spec.send_buffer.0);
                             let server = self.flows[flow as usize].spec.server;
-                            let up = self.new_hop(flow, node, server, document, rb, Sink::Relay(VecDeque::new()));
+                            let up = self.new_hop(flow, node, server, document, rb, Sink::Relay(Runs::default()));
                             self.hops[up as usize].down = Some(h as HopId);
                             self.hops[h].up = Some(up);
                             self.hops[up as usize].rx.open(&mut self.eng);
@@ -465,19 +465,18 @@ impl OverlayWorld {
     fn relay(&mut self, up: usize, down: usize) {
         let Some(room) = self.hops[down].tx.as_ref().map(Sender::room) else { return };
         let Sink::Relay(buf) = &mut self.hops[up].rx.sink else { return };
-        let n = (buf.len() as u64).min(room) as usize;
+        let n = buf.len().min(room);
         if n == 0 {
             return;
         }
-        // The two hops are distinct entries of `hops`: borrow both at once and copy slice by
-        // slice.
+        // The two hops are distinct entries of `hops`: borrow both at once and move the runs.
         let (lo, hi) = self.hops.split_at_mut(up.max(down));
         let (up_hop, down_hop) = if up < down { (&mut lo[up], &mut hi[0]) } else { (&mut hi[0], &mut lo[down]) };
         let (Sink::Relay(buf), Some(tx)) = (&mut up_hop.rx.sink, down_hop.tx.as_mut()) else { return };
-        let (a, b) = super::tcp::range_slices(buf, 0, n);
-        tx.write(a);
-        tx.write(b);
-        buf.drain(..n);
+        for r in buf.range(0, n) {
+            tx.write(r);
+        }
+        buf.drain_front(n);
         tx.try_send(&mut self.eng);
         self.hops[up].rx.window_update(&mut self.eng);
     }
