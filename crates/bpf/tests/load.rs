@@ -96,11 +96,20 @@ fn loopback_transfer(cc: &str, bytes: usize) -> usize {
     rx.join().unwrap()
 }
 
+/// Both tests compare the kernel's list of congestion controls before and after; run in
+/// parallel, one saw the other's controller registered (CI-style run, session 6).
+static KERNEL_LIST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn kernel_list_lock() -> std::sync::MutexGuard<'static, ()> {
+    KERNEL_LIST.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn load_unload_leaves_available_list_unchanged_and_sockets_select_each_by_name() {
     if !can_run() {
         return;
     }
+    let _serial = kernel_list_lock();
     let before = sysctl_available();
     let default_before = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
     let mut names = Vec::new();
@@ -161,6 +170,7 @@ fn a_verifier_rejection_is_reported_with_the_verifiers_log_and_registers_nothing
     if !can_run() {
         return;
     }
+    let _serial = kernel_list_lock();
     let before = sysctl_available();
     let name = unique_name(Controller::Becc);
     let opts = LoadOptions { name: Some(name.clone()), ..LoadOptions::default() };
