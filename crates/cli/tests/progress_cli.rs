@@ -17,11 +17,13 @@ fn the_bar_shows_on_a_terminal_only_and_changes_no_output() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("headroom-progress-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // the benchmark dumbbell, long enough (several seconds) for the bar to appear after 1 s
+    // the benchmark dumbbell, long enough for the bar to appear after 1 s: 4000 simulated
+    // seconds take about 5 s here (1000 s took 1.3 s after session 6's simulator speed-up, and
+    // a fresh-clone run finished before the bar's first second)
     let src = std::fs::read_to_string(root.join("scenarios/bench/dumbbell.toml")).unwrap();
     let long: String = src
         .lines()
-        .map(|l| if l.starts_with("duration") { "duration = \"1000s\"" } else { l })
+        .map(|l| if l.starts_with("duration") { "duration = \"4000s\"" } else { l })
         .collect::<Vec<_>>()
         .join("\n");
     let file = dir.join("long.toml");

