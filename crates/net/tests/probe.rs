@@ -92,11 +92,20 @@ fn loopback_pathchirp_with_repeats() {
         repeat: 2,
         ..EstimateOptions::default()
     };
-    let e = estimate_addr(server.local_addr(), &opts).expect("estimate");
-    assert_eq!(e.method, Method::PathChirp);
-    assert_eq!(e.trains.len(), 2);
-    assert!(e.outcome.value().is_some(), "{:?}", e.outcome);
-    assert_eq!(settled(&server.stats().trains_completed, 2), 2);
+    // Loopback chirps share the 2 cores with the other tests of this binary: both trains of a
+    // run can be disturbed (once in a fresh-clone CI run: "none of 2 trains was conclusive"),
+    // so up to three runs; every run must send both trains.
+    let mut runs = 0;
+    let mut outcome = None;
+    while runs < 3 && outcome.as_ref().is_none_or(|o: &Outcome| o.value().is_none()) {
+        let e = estimate_addr(server.local_addr(), &opts).expect("estimate");
+        runs += 1;
+        assert_eq!(e.method, Method::PathChirp);
+        assert_eq!(e.trains.len(), 2);
+        assert_eq!(settled(&server.stats().trains_completed, 2 * runs), 2 * runs);
+        outcome = Some(e.outcome);
+    }
+    assert!(outcome.as_ref().is_some_and(|o| o.value().is_some()), "{outcome:?} in {runs} runs");
 }
 
 #[test]
