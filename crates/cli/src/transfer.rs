@@ -61,7 +61,7 @@ pub struct SendArgs {
     /// With --measure or --background the sending thread runs at real-time priority
     /// (SCHED_FIFO 10) where permitted (root, CAP_SYS_NICE or `ulimit -r`), because a stream
     /// sent late probes lower rates than planned and the estimate comes out too high (measured
-    /// +50 % on a loaded host); where not permitted it warns and goes on. This turns that off.
+    /// about +45 % on a loaded host, docs/results.md); where not permitted it warns and goes on. This turns that off.
     #[arg(long)]
     pub no_realtime: bool,
     /// ImTCP-bg's δ: reduce when RTT_cur / RTT_min exceeds it (Eq. 3).
