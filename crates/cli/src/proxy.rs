@@ -4,7 +4,7 @@
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use headroom_core::overlay::{
-    SourcePrefix, SplitLargeDocuments, SplitPolicy, SplitUsers, SplitWhileLowLoad, UnknownSize,
+    SourcePrefix, SplitLargeDocuments, SplitPolicy, SplitUsers, SplitWhileLowLoad, SplitWhileShortQueue, UnknownSize,
 };
 use headroom_core::units::{parse_positive, Bytes, Dur, Time};
 use headroom_proxy::transparent::{Interception, Selection};
@@ -28,6 +28,10 @@ pub enum PolicyArg {
     /// Policy C: split while the load estimate L(T) (relayed packets per second, a SYN counts
     /// 10, EWMA 7/8) is below --utilisation / --per-packet.
     C,
+    /// Policy D (headroom's, not in the paper): split while the emulated CPU's smoothed
+    /// per-packet queueing delay (gain 1/8, reset after 50 ms without a job) is below
+    /// --d-target. Needs --emulate-cpu (its waits are what D is fed).
+    D,
 }
 
 #[derive(Args, Debug)]
@@ -115,6 +119,10 @@ pub struct ProxyArgs {
     /// upstream SYN-ACK; split connections wait for it (docs/proxy.md, "Emulated CPU").
     #[arg(long, value_parser = parse_positive::<Dur>)]
     pub emulate_cpu: Option<Dur>,
+    /// Policy D: the smoothed queueing delay of the emulated CPU at and above which D stops
+    /// splitting (the simulator's overlay-policy-d uses 1 ms at t = 50 us).
+    #[arg(long, value_parser = parse_positive::<Dur>)]
+    pub d_target: Option<Dur>,
     /// Policy C: the utilisation above which C stops splitting.
     #[arg(long, default_value_t = 0.9)]
     pub utilisation: f64,
@@ -178,6 +186,17 @@ pub fn build_policy(a: &ProxyArgs) -> anyhow::Result<SplitPolicy> {
             let mut c = SplitWhileLowLoad::paper(t, Time::ZERO);
             c.utilisation = a.utilisation;
             SplitPolicy::LowLoad(c)
+        }
+        PolicyArg::D => {
+            let target = a.d_target.context("--policy d needs --d-target DURATION (the queueing-delay budget)")?;
+            if a.emulate_cpu.is_none() {
+                bail!(
+                    "--policy d needs --emulate-cpu: D is fed the emulated CPU's queueing delays; without it the proxy \
+                     has no per-packet queue it can measure (its queues are the kernel's socket buffers and the \
+                     scheduler's run queue)"
+                );
+            }
+            SplitPolicy::ShortQueue(SplitWhileShortQueue::new(target, SplitWhileShortQueue::IDLE_RESET))
         }
     })
 }

@@ -126,6 +126,7 @@ fn policy_name(p: PolicyArg) -> &'static str {
         PolicyArg::A => "a",
         PolicyArg::B => "b",
         PolicyArg::C => "c",
+        PolicyArg::D => "d",
     }
 }
 

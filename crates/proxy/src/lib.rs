@@ -202,7 +202,7 @@ pub fn spawn(mut cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
         Instant::now(),
         cfg.packet_bytes,
     )));
-    let cpu = cfg.emulate_cpu.map(|t| Arc::new(cpu::EmulatedCpu::new(t, cfg.packet_bytes)));
+    let cpu = cfg.emulate_cpu.map(|t| Arc::new(cpu::EmulatedCpu::new(t, cfg.packet_bytes, driver.clone())));
     let cfg = Arc::new(cfg);
     let thread = std::thread::Builder::new().name("headroom-proxy-main".into()).spawn(move || {
         rt.block_on(async move {

@@ -7,12 +7,26 @@
 //! - data packets: a user-space proxy does not see packets, so the relayed bytes (both
 //!   directions) are counted as packets of `packet_bytes` (the MSS, 1448 B by default), fed
 //!   every [`TICK`] so that they fall in the right second of policy C's `SampleLoad(T)`;
+//! - queueing delays (policy D, [`SplitPolicy::on_queue_delay`]): with `--emulate-cpu`, the wait
+//!   of every job of the emulated CPU (`crate::cpu`), computed by core's `FifoCpu` when the job
+//!   is reserved (its virtual clock knows then when the service will start). The simulator feeds
+//!   one wait per packet at the packet's service start; a relayed chunk is one job here, so it
+//!   is fed as the packets it counts (`bytes / packet_bytes` rounded, at least one; a SYN or
+//!   SYN-ACK is one), each with the job's wait, timestamped at its packet's service start
+//!   within the job. Open choice: the packets of a chunk are not charged the wait behind each
+//!   other (they reached the socket buffer over the time the chunk accumulated, which no packet
+//!   clock here sees). The timestamps matter for D's idle reset, which must count from the end
+//!   of the CPU's last service, not from the reservation of a long job. Without the emulated CPU
+//!   the proxy has no per-packet queue it can observe (its queues are the kernel's socket
+//!   buffers and the scheduler's run queue), so the CLI refuses policy D without
+//!   `--emulate-cpu`;
 //! - the decision is asked at accept, with the client's address (policy A) and no document
 //!   size: policy B cannot know the size of a TCP byte stream when the connection starts (the
 //!   decision precedes the first byte; in HTTP the size comes in the response, after the
 //!   upstream connection exists), so B follows its `UnknownSize` setting.
 
 use headroom_core::overlay::{ConnectionAttrs, SplitDecision, SplitPolicy};
+use headroom_core::units::Dur;
 use headroom_core::units::Time;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -71,6 +85,18 @@ impl PolicyDriver {
         }
     }
 
+    /// A job of the (emulated) CPU whose service starts at `start` after waiting `waited` in the
+    /// queue, standing for `packets` packets served `spacing` apart: fed to the policy as one
+    /// sample of `waited` per packet, each at its packet's service start (see the module
+    /// documentation).
+    pub fn on_queue_delay(&mut self, start: Instant, waited: Duration, packets: u64, spacing: Duration) {
+        let w = Dur(u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX));
+        for i in 0..packets.max(1) {
+            let t = self.time(start + spacing * u32::try_from(i).unwrap_or(u32::MAX));
+            self.policy.on_queue_delay(t, w);
+        }
+    }
+
     /// A SYN-ACK from the upstream (a split connection's second leg opened).
     pub fn on_syn_ack(&mut self, now: Instant) {
         let t = self.time(now);
@@ -88,8 +114,7 @@ impl PolicyDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use headroom_core::overlay::{SourcePrefix, SplitUsers, SplitWhileLowLoad};
-    use headroom_core::units::Dur;
+    use headroom_core::overlay::{SourcePrefix, SplitUsers, SplitWhileLowLoad, SplitWhileShortQueue};
 
     #[test]
     fn policy_a_splits_listed_prefixes_only() {
@@ -118,5 +143,35 @@ mod tests {
         assert_eq!(d.fed_bytes, 2_001_000);
         // Idle seconds decay L by 7/8 each: after 20 idle seconds it is far below 900.
         assert!(d.on_new_connection(o + Duration::from_secs(22), "127.0.0.1".parse().unwrap()).is_split());
+    }
+
+    #[test]
+    fn policy_d_stops_splitting_while_fed_waits_are_long_and_resumes_when_they_are_short() {
+        let o = Instant::now();
+        let d_policy = SplitWhileShortQueue::new(Dur::from_millis(2), SplitWhileShortQueue::IDLE_RESET);
+        let mut d = PolicyDriver::new(SplitPolicy::ShortQueue(d_policy), o, 1448);
+        let ms = |m: u64| o + Duration::from_millis(m);
+        let src = "10.0.0.1".parse().unwrap();
+        assert!(d.on_new_connection(o, src).is_split());
+        assert!(d.would_split(o));
+        // One job of 20 packets that waited 10 ms: 20 samples, the average goes above 2 ms
+        // (it would stay at 10/8 = 1.25 ms as a single sample).
+        let us = Duration::from_micros(250);
+        d.on_queue_delay(ms(1), Duration::from_millis(10), 20, us);
+        assert!(!d.on_new_connection(ms(2), src).is_split());
+        assert!(!d.would_split(ms(2)));
+        // Short waits bring it back under the target.
+        for k in 0..10 {
+            d.on_queue_delay(ms(3 + k), Duration::ZERO, 10, us);
+        }
+        assert!(d.would_split(ms(13)));
+        // A long wait again: a job of 400 packets of 250 us served from 20 ms to 120 ms. Its
+        // service is not idleness: 60 ms after its start (past the 50 ms reset counted from the
+        // reservation) it still does not split; 50 ms after its last packet it splits again.
+        d.on_queue_delay(ms(20), Duration::from_millis(50), 400, us);
+        assert!(!d.would_split(ms(21)));
+        assert!(!d.on_new_connection(ms(80), src).is_split());
+        assert!(!d.would_split(ms(120 + 45)));
+        assert!(d.on_new_connection(ms(120 + 51), src).is_split());
     }
 }

@@ -1,11 +1,14 @@
 //! `--emulate-cpu` on loopback (no root): relayed throughput is bounded by packet_size / T for
 //! all connections together (one shared FIFO CPU), a connection's SYN and SYN-ACK cost 10 T
-//! each before its first byte, and connections that are not split cost nothing.
+//! each before its first byte, and connections that are not split cost nothing; policy D is fed
+//! the emulated CPU's waits (it stops splitting while they are long, and splits again once the
+//! CPU has been idle).
 //!
 //! The emulated CPU is a virtual clock, so its bounds are hard lower bounds on elapsed time
 //! whatever the machine's load; the upper bounds are generous (a loaded machine only adds).
 
-use headroom_core::overlay::SplitPolicy;
+use headroom_core::overlay::{SplitPolicy, SplitWhileShortQueue};
+use headroom_core::units::Dur;
 use headroom_proxy::{spawn, ProxyConfig, ProxyHandle};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -123,5 +126,37 @@ fn a_syn_and_a_syn_ack_cost_ten_packets_each_and_unsplit_connections_nothing() {
     assert!(first < setup, "an unsplit connection waited {first:?} for the CPU");
     assert_eq!(p.stats().bypassed.load(Relaxed), 1);
     assert_eq!(p.stats().cpu_jobs.load(Relaxed), 0);
+    p.stop();
+}
+
+#[test]
+fn policy_d_stops_splitting_while_the_emulated_cpu_queue_is_long_and_splits_again_when_idle() {
+    // T = 1 ms: three downloads of 300 packets at once keep the CPU busy for at least 0.9 s and
+    // each relayed chunk waits behind the others' (tens of ms); D's target is 2 ms.
+    let t = Duration::from_millis(1);
+    let d = SplitWhileShortQueue::new(Dur::from_millis(2), SplitWhileShortQueue::IDLE_RESET);
+    let p = proxy(server(), t, SplitPolicy::ShortQueue(d));
+    let addr = p.local_addr();
+    let size = 300 * PACKET;
+    let load: Vec<_> = (0..3).map(|_| thread::spawn(move || download(addr, size))).collect();
+    let st = p.stats();
+    // Once the queue has built up (the three have their first bytes and more are waiting), a
+    // new connection is not split: explicit mode relays it coupled (`bypassed`).
+    let t0 = Instant::now();
+    while st.split.load(Relaxed) < 3 || st.cpu_wait_ns.load(Relaxed) < 200_000_000 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the three were not split or the queue never built up");
+        thread::sleep(Duration::from_millis(5));
+    }
+    download(addr, 1000);
+    assert_eq!(st.bypassed.load(Relaxed), 1, "D split a connection while the CPU's waits were long");
+    assert_eq!(st.split.load(Relaxed), 3);
+    for h in load {
+        h.join().unwrap();
+    }
+    // The CPU idle for more than D's idle reset: split again.
+    thread::sleep(Duration::from_millis(200));
+    download(addr, 1000);
+    assert_eq!(st.split.load(Relaxed), 4, "D did not split on an idle CPU");
+    assert_eq!(st.bypassed.load(Relaxed), 1);
     p.stop();
 }

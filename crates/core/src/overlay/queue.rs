@@ -32,6 +32,11 @@ pub struct SplitWhileShortQueue {
 }
 
 impl SplitWhileShortQueue {
+    /// The `idle_reset` the simulator's `overlay-policy-d` and the real proxy's `--policy d` use:
+    /// 50 ms, 1000 packet times at the simulator's `t` = 50 µs and 200 at the kernel runs' 250 µs —
+    /// long against the gaps between a busy CPU's jobs, short against a web transfer.
+    pub const IDLE_RESET: Dur = Dur::from_millis(50);
+
     pub fn new(target: Dur, idle_reset: Dur) -> SplitWhileShortQueue {
         SplitWhileShortQueue { target, idle_reset, smoothed: Dur::ZERO, last_sample: None }
     }

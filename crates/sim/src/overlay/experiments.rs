@@ -356,7 +356,7 @@ pub fn web_proxy(p: &WebProxyParams) -> OverlayConfig {
         PolicyChoice::LargeDocuments => SplitPolicy::LargeDocuments(SplitLargeDocuments::paper()),
         PolicyChoice::LowLoad => SplitPolicy::LowLoad(SplitWhileLowLoad::paper(p.per_packet, Time::ZERO)),
         PolicyChoice::ShortQueue { target } => {
-            SplitPolicy::ShortQueue(SplitWhileShortQueue::new(target, Dur::from_millis(50)))
+            SplitPolicy::ShortQueue(SplitWhileShortQueue::new(target, SplitWhileShortQueue::IDLE_RESET))
         }
         PolicyChoice::All => SplitPolicy::All,
         PolicyChoice::None => SplitPolicy::None,
