@@ -62,7 +62,7 @@ enum Cmd {
     ProxyBench(proxy_bench::ProxyBenchArgs),
     /// The overlay paper's Fig. 3 on the kernel (root): testbed chain, Linux TCP end to end vs split by two proxies, beside the simulator and the model.
     ProxyFig3(proxy_fig3::ProxyFig3Args),
-    /// The overlay paper's Figs. 5-7 on the kernel (root): web transfer delays through a transparent proxy with an emulated CPU under policies none / all / A / C.
+    /// The overlay paper's Figs. 5-7 on the kernel (root): web transfer delays through a transparent proxy with an emulated CPU under policies none / all / A / C / D, in rounds.
     ProxyWeb(proxy_web::ProxyWebArgs),
     /// headroom's congestion controllers in the Linux kernel (BECC, TCP-LP, LEDBAT as BPF struct_ops).
     #[command(subcommand)]

@@ -4,7 +4,8 @@
 //! A testbed chain `clients – seg1 – p1 – seg2 – servers` (`headroom_testbed::chain`) with
 //! `headroom proxy --transparent --emulate-cpu T` in `p1` (the paper's processing model, `T` per
 //! relayed packet, `10 T` per SYN and SYN-ACK: `headroom_proxy::cpu`). Per policy (none, all,
-//! A, C), a fresh proxy and:
+//! A, C, D) and round (`--rounds`, the policies interleaved within each, every policy of a round
+//! with the same workload), a fresh proxy and:
 //! - long "FTP" downloads, started in the first second, each paced by its server at
 //!   `--ftp-rate` (standing in for the paper's 256 kbit/s FTP access links), from addresses of
 //!   their own (`10.9.1.16/28`);
@@ -63,9 +64,22 @@ const PROXY_ADDR: Ipv4Addr = Ipv4Addr::new(10, 9, 2, 1);
 
 #[derive(Args, Debug)]
 pub struct ProxyWebArgs {
-    /// Policies, run one after another (none, all, a, c; b is not meaningful in a proxy).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "none,all,a,c")]
+    /// Policies, run one after another in each round (none, all, a, c, d; b is not meaningful
+    /// in a proxy).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "none,all,a,c,d")]
     pub policies: Vec<PolicyArg>,
+    /// Rounds: each runs every policy once, in the order given (none, all, a, c, d, none, all,
+    /// ...), so slow drift of a shared machine hits every policy alike; all policies of a round
+    /// get the same workload (FTP starts, web arrivals, sizes, sources). The summary gives each
+    /// round's figures and verdicts and the medians over rounds. Default 3: a single run's
+    /// verdict is not to be trusted on a loaded machine, and three give a majority.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Policy D's queueing-delay target (default: 1/16 of the end-to-end round trip,
+    /// 2 (--client-delay + --server-delay), the simulator's ratio: overlay-policy-d's 1 ms
+    /// against its web transfers' 16 ms).
+    #[arg(long, value_parser = parse_positive::<Dur>)]
+    pub d_target: Option<Dur>,
     /// The emulated proxy CPU's time per packet T (10 T per SYN and SYN-ACK); policy C's t.
     #[arg(long, default_value = "250us", value_parser = parse_positive::<Dur>)]
     pub emulate_cpu: Dur,
@@ -128,6 +142,19 @@ fn policy_name(p: PolicyArg) -> &'static str {
         PolicyArg::C => "c",
         PolicyArg::D => "d",
     }
+}
+
+/// The simulator's policy-D target over its web transfers' round trip: `overlay-policy-d`'s
+/// `D_TARGET` (1 ms) against 16 ms (server – R1 – proxy – R2 at 1 ms each, R2 – client `d` =
+/// 5 ms, each way: `scenarios/overlay/web.toml`).
+const D_TARGET_PER_RTT: f64 = 1.0 / 16.0;
+
+/// Policy D's target: `--d-target`, or [`D_TARGET_PER_RTT`] of this chain's round trip.
+fn d_target(a: &ProxyWebArgs) -> Dur {
+    a.d_target.unwrap_or_else(|| {
+        let rtt = 2 * (a.client_delay.as_nanos() + a.server_delay.as_nanos());
+        Dur((rtt as f64 * D_TARGET_PER_RTT).round() as u64)
+    })
 }
 
 fn ftp_addr(i: u32) -> Ipv4Addr {
@@ -311,6 +338,8 @@ impl Drop for ProxyChild {
 
 /// What one policy's run gives.
 struct PolicyRun {
+    /// 1-based.
+    round: u32,
     policy: PolicyArg,
     transfers: Vec<Transfer>,
     /// Transfers whose split flag (proxy records) agrees with the server's view, of those the
@@ -392,14 +421,16 @@ fn web_transfer(src: Ipv4Addr, id: u64, size: u64, cc: &str, deadline: Instant) 
     (port, Some(t0.elapsed().as_secs_f64()))
 }
 
+/// One run of `policy` in round `round`; `rng` gives the round's workload.
 fn run_policy(
     chain: &Chain,
     a: &ProxyWebArgs,
     servers: &Servers,
-    policy: PolicyArg,
+    (round, policy): (u32, PolicyArg),
     next_id: &AtomicU64,
-    rng: &mut Rng,
+    mut rng: Rng,
 ) -> Result<PolicyRun> {
+    let rng = &mut rng;
     let t = a.emulate_cpu.to_string();
     let mut args: Vec<String> = ["proxy", "--transparent", "--ports", "8080,8021", "--buffer", "256KiB"]
         .iter()
@@ -411,6 +442,7 @@ fn run_policy(
     match policy {
         PolicyArg::A => args.extend(["--users".into(), a_users(a).join(",")]),
         PolicyArg::C => args.extend(["--per-packet".into(), t]),
+        PolicyArg::D => args.extend(["--d-target".into(), d_target(a).to_string()]),
         _ => {}
     }
     let proxy = ProxyChild::start(chain, &args)?;
@@ -480,7 +512,7 @@ fn run_policy(
     std::thread::sleep(Duration::from_millis(2000));
     let lines = proxy.stop();
     let jsonl: String = lines.iter().map(|v| format!("{v}\n")).collect();
-    std::fs::write(a.out.join(format!("proxy-{}.jsonl", policy_name(policy))), jsonl)?;
+    std::fs::write(a.out.join(format!("proxy-{}-r{round}.jsonl", policy_name(policy))), jsonl)?;
     let split_clients: HashSet<SocketAddr> = lines
         .iter()
         .filter(|v| v["split"].as_bool() == Some(true))
@@ -498,6 +530,7 @@ fn run_policy(
     }
     let ftp_seen = servers.ftp_seen.lock().expect("ftp lock");
     Ok(PolicyRun {
+        round,
         policy,
         transfers,
         agree,
@@ -531,7 +564,10 @@ fn loadavg() -> String {
 
 fn check(a: &ProxyWebArgs) -> Result<()> {
     if a.policies.is_empty() {
-        bail!("--policies: give at least one of none, all, a, c");
+        bail!("--policies: give at least one of none, all, a, c, d");
+    }
+    if !(1..=100).contains(&a.rounds) {
+        bail!("--rounds must be 1 to 100 (each round runs every policy once)");
     }
     if a.policies.contains(&PolicyArg::B) {
         bail!(
@@ -572,28 +608,202 @@ pub fn run(a: ProxyWebArgs) -> Result<()> {
     }
     let servers = start_servers(&chain, a.ftp_rate, &a.cc)?;
     let next_id = AtomicU64::new(1);
-    let mut rng = Rng::new(a.seed);
+    let root = Rng::new(a.seed);
     let mut runs = Vec::new();
-    for &p in &a.policies {
-        eprintln!("proxy-web: policy {}", policy_name(p));
-        runs.push(run_policy(&chain, &a, &servers, p, &next_id, &mut rng)?);
+    let mut round_loads = Vec::new();
+    for round in 1..=a.rounds {
+        round_loads.push(loadavg());
+        for &p in &a.policies {
+            eprintln!("proxy-web: round {round}/{}, policy {}", a.rounds, policy_name(p));
+            // Every policy of a round gets the same workload.
+            let rng = root.fork(u64::from(round));
+            runs.push(run_policy(&chain, &a, &servers, (round, p), &next_id, rng)?);
+        }
     }
     servers.stop.store(true, Ordering::Relaxed);
     chain.down()?;
-    let summary = report(&a, &runs, &load_before)?;
+    let summary = report(&a, &runs, &load_before, &round_loads)?;
     print!("{summary}");
     Ok(())
 }
 
+/// The delays of a run's finished transfers, split or not.
+fn delays(r: &PolicyRun, split: bool) -> Vec<f64> {
+    r.transfers.iter().filter(|t| t.split == split).filter_map(|t| t.delay_s).collect()
+}
+
+/// The four figures compared per run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Figure {
+    SplitMedian,
+    SplitP95,
+    NonSplitMedian,
+    NonSplitP95,
+}
+
+impl Figure {
+    const ALL: [Figure; 4] = [Figure::SplitMedian, Figure::SplitP95, Figure::NonSplitMedian, Figure::NonSplitP95];
+
+    fn name(self) -> &'static str {
+        match self {
+            Figure::SplitMedian => "median split",
+            Figure::SplitP95 => "p95 split",
+            Figure::NonSplitMedian => "median non-split",
+            Figure::NonSplitP95 => "p95 non-split",
+        }
+    }
+
+    /// This figure of a run, seconds (None: no such transfer finished).
+    fn of(self, r: &PolicyRun) -> Option<f64> {
+        match self {
+            Figure::SplitMedian => q(&delays(r, true), 0.5),
+            Figure::SplitP95 => q(&delays(r, true), 0.95),
+            Figure::NonSplitMedian => q(&delays(r, false), 0.5),
+            Figure::NonSplitP95 => q(&delays(r, false), 0.95),
+        }
+    }
+}
+
+fn fmt_s(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:.3}"))
+}
+
+/// The median of the values present (None if none is).
+fn median_of(v: &[Option<f64>]) -> Option<f64> {
+    let present: Vec<f64> = v.iter().flatten().copied().collect();
+    q(&present, 0.5)
+}
+
+/// `a < b` as a verdict: Some(true / false), None when either is missing.
+fn lower(a: Option<f64>, b: Option<f64>) -> Option<bool> {
+    Some(a? < b?)
+}
+
+fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "no comparison (a class is empty)",
+    }
+}
+
+/// "yes in k/N rounds, no in m/N, no comparison in j/N".
+fn tally(v: &[Option<bool>]) -> String {
+    let n = v.len();
+    let count = |w: Option<bool>| v.iter().filter(|&&x| x == w).count();
+    let mut s = format!("yes in {}/{n} rounds, no in {}/{n}", count(Some(true)), count(Some(false)));
+    if count(None) > 0 {
+        write!(s, ", no comparison in {}/{n}", count(None)).expect("string");
+    }
+    s
+}
+
+/// The summary's verdicts from the runs, per round and over rounds (the lines the summary ends
+/// with): for C and D, "split faster than non-split" (median split below median non-split in
+/// the same run); and "D beats C": lower in all four figures (median and p95, split and
+/// non-split). Over rounds a figure is the median of the per-round values.
+fn verdicts(runs: &[PolicyRun], rounds: u32) -> Result<String> {
+    let mut s = String::new();
+    let run = |round: u32, p: PolicyArg| runs.iter().find(|r| r.round == round && r.policy == p);
+    let present = |p: PolicyArg| runs.iter().any(|r| r.policy == p);
+    for (p, name) in [(PolicyArg::C, "C"), (PolicyArg::D, "D")] {
+        if !present(p) {
+            continue;
+        }
+        let mut per_round = Vec::new();
+        let mut detail = Vec::new();
+        for round in 1..=rounds {
+            let Some(r) = run(round, p) else { continue };
+            let (sp, ns) = (Figure::SplitMedian.of(r), Figure::NonSplitMedian.of(r));
+            let v = lower(sp, ns);
+            per_round.push(v);
+            detail.push(format!("round {round} {} ({} vs {})", yes_no(v), fmt_s(sp), fmt_s(ns)));
+            writeln!(
+                s,
+                "round {round}: {name} keeps split faster than non-split: {} (median split {} s vs non-split {} s)",
+                yes_no(v),
+                fmt_s(sp),
+                fmt_s(ns)
+            )?;
+        }
+        let of = |f: Figure| median_of(&runs.iter().filter(|r| r.policy == p).map(|r| f.of(r)).collect::<Vec<_>>());
+        let (sp, ns) = (of(Figure::SplitMedian), of(Figure::NonSplitMedian));
+        writeln!(
+            s,
+            "{name} keeps split faster than non-split: {}; over rounds: {} (median of the rounds' medians: split {} s vs non-split {} s; per round: {})",
+            tally(&per_round),
+            yes_no(lower(sp, ns)),
+            fmt_s(sp),
+            fmt_s(ns),
+            detail.join(", ")
+        )?;
+    }
+    if present(PolicyArg::C) && present(PolicyArg::D) {
+        let mut per_round = Vec::new();
+        let mut per_figure: Vec<Vec<Option<bool>>> = vec![Vec::new(); Figure::ALL.len()];
+        for round in 1..=rounds {
+            let (Some(c), Some(d)) = (run(round, PolicyArg::C), run(round, PolicyArg::D)) else { continue };
+            let mut parts = Vec::new();
+            let mut all = Some(true);
+            for (i, f) in Figure::ALL.iter().enumerate() {
+                let (vc, vd) = (f.of(c), f.of(d));
+                let v = lower(vd, vc);
+                per_figure[i].push(v);
+                all = match (all, v) {
+                    (Some(a), Some(b)) => Some(a && b),
+                    _ => None,
+                };
+                parts.push(format!("{} C {} D {}", f.name(), fmt_s(vc), fmt_s(vd)));
+            }
+            per_round.push(all);
+            writeln!(
+                s,
+                "round {round}: D beats C (lower median and p95, split and non-split): {} ({})",
+                yes_no(all),
+                parts.join(", ")
+            )?;
+        }
+        let mut parts = Vec::new();
+        let mut all = Some(true);
+        for (i, f) in Figure::ALL.iter().enumerate() {
+            let of =
+                |p: PolicyArg| median_of(&runs.iter().filter(|r| r.policy == p).map(|r| f.of(r)).collect::<Vec<_>>());
+            let (vc, vd) = (of(PolicyArg::C), of(PolicyArg::D));
+            let v = lower(vd, vc);
+            all = match (all, v) {
+                (Some(a), Some(b)) => Some(a && b),
+                _ => None,
+            };
+            let k = per_figure[i].iter().filter(|&&x| x == Some(true)).count();
+            parts.push(format!(
+                "{} C {} D {} (D lower in {k}/{} rounds)",
+                f.name(),
+                fmt_s(vc),
+                fmt_s(vd),
+                per_figure[i].len()
+            ));
+        }
+        writeln!(
+            s,
+            "D beats C (lower median and p95, split and non-split): {}; over rounds: {} (medians over rounds: {})",
+            tally(&per_round),
+            yes_no(all),
+            parts.join(", ")
+        )?;
+    }
+    Ok(s)
+}
+
 /// Writes transfers.csv, cdf.svg and summary.txt; returns the summary.
-fn report(a: &ProxyWebArgs, runs: &[PolicyRun], load_before: &str) -> Result<String> {
-    let mut csv = String::from("policy,id,start_s,source,port,size_bytes,split,delay_s\n");
+fn report(a: &ProxyWebArgs, runs: &[PolicyRun], load_before: &str, round_loads: &[String]) -> Result<String> {
+    let mut csv = String::from("round,policy,id,start_s,source,port,size_bytes,split,delay_s\n");
     for r in runs {
         for t in &r.transfers {
             let d = t.delay_s.map_or_else(String::new, |d| format!("{d:.6}"));
             writeln!(
                 csv,
-                "{},{},{:.6},{},{},{},{},{}",
+                "{},{},{},{:.6},{},{},{},{},{}",
+                r.round,
                 policy_name(r.policy),
                 t.id,
                 t.start_s,
@@ -606,18 +816,20 @@ fn report(a: &ProxyWebArgs, runs: &[PolicyRun], load_before: &str) -> Result<Str
         }
     }
     std::fs::write(a.out.join("transfers.csv"), csv)?;
-    let delays = |r: &PolicyRun, split: bool| -> Vec<f64> {
-        r.transfers.iter().filter(|t| t.split == split).filter_map(|t| t.delay_s).collect()
+    // One panel per policy, its rounds pooled.
+    let pooled = |p: PolicyArg, split: bool| -> Vec<f64> {
+        runs.iter().filter(|r| r.policy == p).flat_map(|r| delays(r, split)).collect()
     };
-    let panels: Vec<Chart> = runs
+    let panels: Vec<Chart> = a
+        .policies
         .iter()
-        .map(|r| Chart {
-            title: format!("policy {}", policy_name(r.policy)),
+        .map(|&p| Chart {
+            title: format!("policy {} ({} rounds pooled)", policy_name(p), a.rounds),
             x_label: "transfer delay, connect to last byte (s, log scale)".into(),
             y_label: "cumulative fraction of transfers".into(),
             series: vec![
-                Series::line("split", cdf(&delays(r, true))),
-                Series::line("non-split", cdf(&delays(r, false))),
+                Series::line("split", cdf(&pooled(p, true))),
+                Series::line("non-split", cdf(&pooled(p, false))),
             ],
             y_range: Some((0.0, 1.0)),
             x_log: true,
@@ -643,10 +855,25 @@ fn report(a: &ProxyWebArgs, runs: &[PolicyRun], load_before: &str) -> Result<Str
         a.link_rate,
         a.web_time
     )?;
+    let order: Vec<&str> = a.policies.iter().map(|&p| policy_name(p)).collect();
+    writeln!(
+        s,
+        "rounds: {}, each running {} in this order, every policy of a round with the same workload (seed {}, round r: its fork r)",
+        a.rounds,
+        order.join(", "),
+        a.seed
+    )?;
     writeln!(s, "policy a users: {}", a_users(a).join(", "))?;
+    if a.policies.contains(&PolicyArg::D) {
+        writeln!(s, "policy d target: {} (smoothed queueing delay of the emulated CPU)", d_target(a))?;
+    }
     writeln!(s, "load average before / after: {load_before} / {}", loadavg())?;
     for r in runs {
-        let n = policy_name(r.policy);
+        let n = format!("round {} {}", r.round, policy_name(r.policy));
+        if r.policy == a.policies[0] {
+            let load = round_loads.get(r.round as usize - 1).map_or("?", |l| l.as_str());
+            writeln!(s, "round {}: load average at its start {load}", r.round)?;
+        }
         let (sp, ns) = (delays(r, true), delays(r, false));
         let unfinished = r.transfers.iter().filter(|t| t.delay_s.is_none()).count();
         let cpu = r.cpu.map_or_else(
@@ -673,15 +900,89 @@ fn report(a: &ProxyWebArgs, runs: &[PolicyRun], load_before: &str) -> Result<Str
             fmt_q(&ns, 0.95)
         )?;
     }
-    if let Some(c) = runs.iter().find(|r| r.policy == PolicyArg::C) {
-        let v = match (q(&delays(c, true), 0.5), q(&delays(c, false), 0.5)) {
-            (Some(sp), Some(ns)) => {
-                format!("{} (median split {sp:.3} s vs non-split {ns:.3} s)", if sp < ns { "yes" } else { "no" })
-            }
-            _ => "no comparison (one class is empty)".to_string(),
-        };
-        writeln!(s, "C keeps split faster than non-split: {v}")?;
+    for &p in &a.policies {
+        let mine: Vec<&PolicyRun> = runs.iter().filter(|r| r.policy == p).collect();
+        let counts: Vec<String> = mine
+            .iter()
+            .map(|r| format!("{}/{}", r.transfers.iter().filter(|t| t.split).count(), r.transfers.len()))
+            .collect();
+        let busy: Vec<String> =
+            mine.iter().map(|r| r.cpu.map_or_else(|| "-".into(), |(u, _)| format!("{:.0}", u * 100.0))).collect();
+        writeln!(
+            s,
+            "{} over {} rounds: split / web transfers [{}]; emulated CPU busy [{}] %",
+            policy_name(p),
+            mine.len(),
+            counts.join(", "),
+            busy.join(", ")
+        )?;
+        let figs: Vec<String> = Figure::ALL
+            .iter()
+            .map(|f| {
+                let v: Vec<Option<f64>> = mine.iter().map(|r| f.of(r)).collect();
+                let each: Vec<String> = v.iter().map(|&x| fmt_s(x)).collect();
+                format!("{} {} [{}]", f.name(), fmt_s(median_of(&v)), each.join(", "))
+            })
+            .collect();
+        writeln!(
+            s,
+            "{} over {} rounds, median of the rounds (s) [per round]: {}",
+            policy_name(p),
+            mine.len(),
+            figs.join("; ")
+        )?;
     }
+    s.push_str(&verdicts(runs, a.rounds)?);
     std::fs::write(a.out.join("summary.txt"), &s)?;
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(round: u32, policy: PolicyArg, split: &[f64], non_split: &[f64]) -> PolicyRun {
+        let t = |d: f64, split: bool| Transfer {
+            id: 0,
+            start_s: 0.0,
+            source: Ipv4Addr::LOCALHOST,
+            port: 1,
+            size: 1,
+            delay_s: Some(d),
+            split,
+        };
+        let mut transfers: Vec<Transfer> = split.iter().map(|&d| t(d, true)).collect();
+        transfers.extend(non_split.iter().map(|&d| t(d, false)));
+        PolicyRun { round, policy, transfers, agree: (0, 0), ftp_split: 0, ftp_total: 0, cpu: None }
+    }
+
+    #[test]
+    fn verdicts_are_computed_per_round_and_over_rounds() {
+        // C: split slower than non-split in rounds 1 and 2, faster in round 3; D: split faster
+        // in every round, and lower than C in all four figures in rounds 1 and 3 only.
+        let runs = vec![
+            run(1, PolicyArg::C, &[0.3, 0.35, 0.4], &[0.1, 0.15, 0.2]),
+            run(1, PolicyArg::D, &[0.05, 0.075, 0.1], &[0.08, 0.115, 0.15]),
+            run(2, PolicyArg::C, &[0.5, 0.55, 0.6], &[0.1, 0.15, 0.2]),
+            run(2, PolicyArg::D, &[0.05, 0.075, 0.1], &[0.3, 0.35, 0.4]),
+            run(3, PolicyArg::C, &[0.05], &[]),
+            run(3, PolicyArg::D, &[0.01, 0.015, 0.02], &[0.03]),
+        ];
+        let v = verdicts(&runs, 3).unwrap();
+        let line = |start: &str| v.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("{start}\n{v}"));
+        assert!(line("round 1: C keeps split").contains(": no (median split 0.350 s vs non-split 0.150 s)"), "{v}");
+        assert!(line("round 3: C keeps split").contains("no comparison"), "{v}");
+        // Over rounds: C's medians 0.35, 0.55, 0.05 -> 0.35; non-split 0.15, 0.15 -> 0.15.
+        let c = line("C keeps split faster than non-split:");
+        assert!(c.contains("yes in 0/3 rounds, no in 2/3, no comparison in 1/3; over rounds: no"), "{c}");
+        assert!(c.contains("split 0.350 s vs non-split 0.150 s"), "{c}");
+        let d = line("D keeps split faster than non-split:");
+        assert!(d.contains("yes in 3/3 rounds, no in 0/3; over rounds: yes"), "{d}");
+        assert!(line("round 1: D beats C").contains(": yes ("), "{v}");
+        assert!(line("round 2: D beats C").contains(": no ("), "{v}");
+        assert!(line("round 3: D beats C").contains("no comparison"), "{v}");
+        let dc = line("D beats C (lower");
+        assert!(dc.contains("yes in 1/3 rounds, no in 1/3, no comparison in 1/3"), "{dc}");
+        assert!(dc.contains("median split C 0.350 D 0.075 (D lower in 3/3 rounds)"), "{dc}");
+    }
 }
