@@ -794,6 +794,56 @@ fn verdicts(runs: &[PolicyRun], rounds: u32) -> Result<String> {
     Ok(s)
 }
 
+/// C against D transfer by transfer: every policy of a round has the same workload, so the
+/// `k`-th transfer of the C run and of the D run of a round are the same request (source and
+/// size; mismatches are counted and must be 0). As the simulator's `overlay-policy-d` does: a
+/// transfer neither splits never meets the proxy's CPU, so its delay should not depend on the
+/// policy (the difference is the machine's noise), and a policy changes the non-split figures
+/// only through *which* transfers it leaves unsplit (their sizes are printed).
+fn paired_c_d(runs: &[PolicyRun], rounds: u32) -> Result<String> {
+    let mut s = String::new();
+    let run = |round: u32, p: PolicyArg| runs.iter().find(|r| r.round == round && r.policy == p);
+    let ms = |v: &[f64], p: f64| q(v, p).map_or_else(|| "-".into(), |x| format!("{:+.1}", x * 1e3));
+    for round in 1..=rounds {
+        let (Some(c), Some(d)) = (run(round, PolicyArg::C), run(round, PolicyArg::D)) else { continue };
+        let pairs: Vec<(&Transfer, &Transfer)> = c.transfers.iter().zip(&d.transfers).collect();
+        let mismatched = pairs.iter().filter(|(x, y)| (x.source, x.size) != (y.source, y.size)).count()
+            + c.transfers.len().abs_diff(d.transfers.len());
+        // (delay under D - under C, split under either) of the transfers finished under both.
+        let finished: Vec<(f64, bool)> =
+            pairs.iter().filter_map(|(x, y)| Some((y.delay_s? - x.delay_s?, x.split || y.split))).collect();
+        let neither: Vec<f64> = finished.iter().filter(|f| !f.1).map(|f| f.0).collect();
+        let all: Vec<f64> = finished.iter().map(|f| f.0).collect();
+        let share = |pred: &dyn Fn(f64) -> bool| {
+            100.0 * all.iter().filter(|&&x| pred(x)).count() as f64 / all.len().max(1) as f64
+        };
+        let sizes =
+            |r: &PolicyRun| -> Vec<f64> { r.transfers.iter().filter(|t| !t.split).map(|t| t.size as f64).collect() };
+        let kb = |v: &[f64], p: f64| q(v, p).map_or_else(|| "-".into(), |x| format!("{:.1}", x / 1e3));
+        let (sc, sd) = (sizes(c), sizes(d));
+        writeln!(
+            s,
+            "round {round}: C and D paired ({} transfers, {mismatched} mismatches): non-split under both {}, delay D - C median {} ms, p5 {} ms, p95 {} ms; finished under both {}, delay D - C median {} ms, p5 {} ms, p95 {} ms, faster under D by > 1 ms {:.0} %, slower by > 1 ms {:.0} %; sizes of the non-split (kB) median / p95: C {} / {}, D {} / {}",
+            pairs.len(),
+            neither.len(),
+            ms(&neither, 0.5),
+            ms(&neither, 0.05),
+            ms(&neither, 0.95),
+            all.len(),
+            ms(&all, 0.5),
+            ms(&all, 0.05),
+            ms(&all, 0.95),
+            share(&|x| x < -1e-3),
+            share(&|x| x > 1e-3),
+            kb(&sc, 0.5),
+            kb(&sc, 0.95),
+            kb(&sd, 0.5),
+            kb(&sd, 0.95)
+        )?;
+    }
+    Ok(s)
+}
+
 /// Writes transfers.csv, cdf.svg and summary.txt; returns the summary.
 fn report(a: &ProxyWebArgs, runs: &[PolicyRun], load_before: &str, round_loads: &[String]) -> Result<String> {
     let mut csv = String::from("round,policy,id,start_s,source,port,size_bytes,split,delay_s\n");
@@ -933,6 +983,7 @@ fn report(a: &ProxyWebArgs, runs: &[PolicyRun], load_before: &str, round_loads: 
         )?;
     }
     s.push_str(&verdicts(runs, a.rounds)?);
+    s.push_str(&paired_c_d(runs, a.rounds)?);
     std::fs::write(a.out.join("summary.txt"), &s)?;
     Ok(s)
 }
@@ -984,5 +1035,24 @@ mod tests {
         let dc = line("D beats C (lower");
         assert!(dc.contains("yes in 1/3 rounds, no in 1/3, no comparison in 1/3"), "{dc}");
         assert!(dc.contains("median split C 0.350 D 0.075 (D lower in 3/3 rounds)"), "{dc}");
+    }
+
+    #[test]
+    fn c_and_d_are_paired_transfer_by_transfer() {
+        // Round 1: C split, split, non-split; D split, non-split, non-split (same requests).
+        let c = run(1, PolicyArg::C, &[0.5, 0.3], &[0.1]);
+        let mut d = run(1, PolicyArg::D, &[0.2], &[0.25, 0.102]);
+        for (k, t) in d.transfers.iter_mut().enumerate() {
+            t.size = 1000 * (k as u64 + 1);
+        }
+        let mut c = c;
+        for (k, t) in c.transfers.iter_mut().enumerate() {
+            t.size = 1000 * (k as u64 + 1);
+        }
+        let v = paired_c_d(&[c, d], 1).unwrap();
+        assert!(v.starts_with("round 1: C and D paired (3 transfers, 0 mismatches): non-split under both 1, delay D - C median +2.0 ms"), "{v}");
+        // Differences -300, -50, +2 ms: median -50, faster under D 2 of 3.
+        assert!(v.contains("finished under both 3, delay D - C median -50.0 ms, p5 -300.0 ms, p95 +2.0 ms, faster under D by > 1 ms 67 %, slower by > 1 ms 33 %"), "{v}");
+        assert!(v.contains("sizes of the non-split (kB) median / p95: C 3.0 / 3.0, D 3.0 / 3.0"), "{v}");
     }
 }
