@@ -360,7 +360,9 @@ fn overlay_policy_d(dir: &Path) -> Result<String> {
     let mut jobs = Vec::new();
     for (fig, params) in figs {
         for seed in D_SEEDS {
-            for (name, pol) in [("c", PolicyChoice::LowLoad), ("d", d_choice())] {
+            // C and D, then the same workload with no connection split: the reference that
+            // replays each policy's non-split transfers where no split changes anything.
+            for (name, pol) in [("c", PolicyChoice::LowLoad), ("d", d_choice()), ("none", PolicyChoice::None)] {
                 let p = WebProxyParams { seed, ..params(&setup, pol) };
                 jobs.push((format!("{fig}-policy-{name}-seed{seed}"), format!("{fig}: policy {name}, seed {seed}"), p));
             }
@@ -375,12 +377,15 @@ fn overlay_policy_d(dir: &Path) -> Result<String> {
     ];
     for (fig, _) in figs {
         let mut pairs = Vec::new();
+        let mut nones = Vec::new();
         for seed in D_SEEDS {
             let (c, lc) = results.next().context("internal: a run is missing")?;
             let (d, ld) = results.next().context("internal: a run is missing")?;
+            let (none, _) = results.next().context("internal: a run is missing")?;
             s.push_str(&lc);
             s.push_str(&ld);
             pairs.push((seed, c, d));
+            nones.push(none);
         }
         for (name, of, p) in metrics {
             let cells: Vec<String> = pairs
@@ -427,8 +432,180 @@ fn overlay_policy_d(dir: &Path) -> Result<String> {
                 share(da.iter().filter(|x| **x > 1.0).count(), da.len())
             )?;
         }
+        let mut kept = 0;
+        // Per policy (C, D): seeds whose p95 lies below, within, above the subsets' 5-95 % range.
+        let mut place = [[0usize; 3]; 2];
+        for ((seed, c, d), none) in pairs.iter().zip(&nones) {
+            let tail = nonsplit_tail(fig, *seed, c, d, none);
+            s.push_str(&tail.lines);
+            kept += usize::from(tail.order_kept);
+            for (k, o) in tail.place.iter().enumerate() {
+                if let Some(o) = o {
+                    place[k][(*o as i8 + 1) as usize] += 1;
+                }
+            }
+        }
+        let n = pairs.len();
+        let cell = |p: [usize; 3]| format!("below {}/{n}, within {}/{n}, above {}/{n}", p[0], p[1], p[2]);
+        writeln!(
+            s,
+            "{fig} non-split p95: the same transfers without any split keep the order of C's and D's p95 in {kept}/{n} seeds; against random subsets of that run of the same size (5-95 % range), C's p95 lies {}, D's {}: {}",
+            cell(place[0]),
+            cell(place[1]),
+            if place[1][2] == 0 {
+                "its non-split p95 is never above what random draws of as many of the workload's transfers give: it shows which transfers D leaves unsplit, not slower connections"
+            } else {
+                "its non-split p95 is above what random draws of as many of the workload's transfers give in some seeds"
+            }
+        )?;
     }
     Ok(s)
+}
+
+/// What [`nonsplit_tail`] measured in one seed.
+struct NonsplitTail {
+    lines: String,
+    /// Do the same transfers, replayed in the run without any split, keep the order of C's and
+    /// D's non-split p95?
+    order_kept: bool,
+    /// Where C's (`[0]`) and D's (`[1]`) non-split p95 lies against the 5-95 % range of the p95
+    /// of random subsets of the same size: below (`Less`), within, above; `None` without data.
+    place: [Option<std::cmp::Ordering>; 2],
+}
+
+/// Random subsets drawn per policy and seed by [`nonsplit_tail`].
+const SUBSETS: usize = 1000;
+
+/// Why the non-split p95 of C and D differ (issue 14, session 7). A non-split connection never
+/// waits for the proxy's CPU, so a policy changes the non-split curve only by which transfers it
+/// leaves unsplit. Per seed, three lines:
+/// - *replay*: the p95 of the very transfers each policy left unsplit, taken from the run in
+///   which no connection is split (`none`), beside their p95 in the policy's run and the share of
+///   them whose delay is the same within 1 ms; the p95 of every transfer of the `none` run; and
+///   p94 / p96 of each non-split set (the p95 sits where the transfers without a loss end and
+///   those that waited for a retransmission begin, so a percent more or fewer slow transfers
+///   moves it far);
+/// - *chance*: the p95 of [`SUBSETS`] random subsets of the `none` run's finished transfers, as
+///   many as each policy's non-split set holds (drawn without replacement, a fixed seed: the
+///   output stays byte-identical), and the percentile of those at which the policy's own p95
+///   lies;
+/// - *composition*: D's non-split set split into the transfers C left unsplit too, those C split,
+///   and those C's run never reached (its clients, slowed by split delays, fetched fewer files),
+///   with each set's document sizes (p50 / p90).
+fn nonsplit_tail(fig: &str, seed: u64, c: &Curves, d: &Curves, none: &Curves) -> NonsplitTail {
+    let f = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
+    // The policy's finished non-split transfers, replayed in the `none` run.
+    let replay = |run: &Curves| -> (Vec<f64>, String) {
+        let (both, _) = paired(&run.web, &none.web);
+        let nonsplit: Vec<_> = both.iter().filter(|(x, _)| !x.split).copied().collect();
+        let again: Vec<f64> = nonsplit.iter().filter_map(|(_, y)| y.delay().map(|d| d.as_secs_f64())).collect();
+        let same = diffs_ms(&nonsplit).iter().filter(|x| x.abs() < 1.0).count();
+        (again, share(same, nonsplit.len()))
+    };
+    let (rc, sc) = replay(c);
+    let (rd, sd) = replay(d);
+    let (pc, pd) = (q(&c.nonsplit, 0.95), q(&d.nonsplit, 0.95));
+    let (xc, xd) = (q(&rc, 0.95), q(&rd, 0.95));
+    let order_kept = matches!((pc, pd, xc, xd), (Some(a), Some(b), Some(x), Some(y)) if (a < b) == (x < y));
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{fig} seed {seed}: non-split p95 C {} D {}; the same transfers in the run with no connection split: C's {} ({} of them within 1 ms of their delay under C), D's {} ({} within 1 ms), every transfer of that run {}; order kept: {}; p94 / p96 C {} / {}, D {} / {}",
+        f(pc),
+        f(pd),
+        f(xc),
+        sc,
+        f(xd),
+        sd,
+        f(q(&none.nonsplit, 0.95)),
+        super::holds(order_kept),
+        f(q(&c.nonsplit, 0.94)),
+        f(q(&c.nonsplit, 0.96)),
+        f(q(&d.nonsplit, 0.94)),
+        f(q(&d.nonsplit, 0.96)),
+    );
+    // Chance: where each policy's p95 lies among the p95 of random subsets of its size.
+    let mut rng = headroom_core::rng::Rng::new(seed).fork(14);
+    let mut place = [None; 2];
+    let mut cells = Vec::new();
+    for (k, (name, set)) in [("C", &c.nonsplit), ("D", &d.nonsplit)].into_iter().enumerate() {
+        let Some(own) = q(set, 0.95) else { continue };
+        let spread = subset_p95s(&none.nonsplit, set.len(), &mut rng);
+        let at = spread.iter().filter(|x| **x <= own).count() as f64 / spread.len().max(1) as f64;
+        let (lo, hi) = (q(&spread, 0.05), q(&spread, 0.95));
+        place[k] = match (lo, hi) {
+            (Some(lo), _) if own < lo => Some(std::cmp::Ordering::Less),
+            (_, Some(hi)) if own > hi => Some(std::cmp::Ordering::Greater),
+            (Some(_), Some(_)) => Some(std::cmp::Ordering::Equal),
+            _ => None,
+        };
+        cells.push(format!(
+            "{name}'s {} transfers: p95 of the subsets {} (5 %) - {} (95 %), {name}'s own at percentile {:.0}",
+            set.len(),
+            f(lo),
+            f(hi),
+            100.0 * at
+        ));
+    }
+    let _ = writeln!(
+        s,
+        "{fig} seed {seed}: random subsets of that run's transfers as large as each non-split set ({SUBSETS} each): {}",
+        cells.join("; ")
+    );
+    // D's non-split set by what C did with the same transfer.
+    let (both, _) = paired(&c.web, &d.web);
+    let mut groups: [Vec<&FlowRecord>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for r in d.web.iter().filter(|r| !r.split && r.end.is_some()) {
+        let under_c = both.iter().find(|(_, y)| std::ptr::eq(*y, r)).map(|(x, _)| x.split);
+        groups[match under_c {
+            Some(false) => 0,
+            Some(true) => 1,
+            None => 2,
+        }]
+        .push(r);
+    }
+    let p95 = |v: &[&FlowRecord]| {
+        f(q(&v.iter().filter_map(|r| r.delay().map(|d| d.as_secs_f64())).collect::<Vec<_>>(), 0.95))
+    };
+    let sizes = |v: &[&FlowRecord]| {
+        let z: Vec<f64> = v.iter().map(|r| r.size as f64).collect();
+        let k = |p| q(&z, p).map_or_else(|| "-".into(), |x| format!("{:.0}", x / 1e3));
+        format!("{} / {} KB", k(0.5), k(0.9))
+    };
+    fn set(run: &Curves) -> Vec<&FlowRecord> {
+        run.web.iter().filter(|r| !r.split && r.end.is_some()).collect()
+    }
+    let _ = writeln!(
+        s,
+        "{fig} seed {seed}: D's non-split set {} = {} non-split under C too (p95 {}) + {} split under C (p95 under D {}) + {} C's run did not reach (p95 {}); sizes p50 / p90: C's set {}, D's set {}, split under C {}",
+        d.nonsplit.len(),
+        groups[0].len(),
+        p95(&groups[0]),
+        groups[1].len(),
+        p95(&groups[1]),
+        groups[2].len(),
+        p95(&groups[2]),
+        sizes(&set(c)),
+        sizes(&set(d)),
+        sizes(&groups[1]),
+    );
+    NonsplitTail { lines: s, order_kept, place }
+}
+
+/// The p95 of [`SUBSETS`] random subsets of `n` values of `pool`, each drawn without
+/// replacement (a partial Fisher-Yates shuffle).
+fn subset_p95s(pool: &[f64], n: usize, rng: &mut headroom_core::rng::Rng) -> Vec<f64> {
+    let n = n.min(pool.len());
+    let mut v = pool.to_vec();
+    (0..SUBSETS)
+        .filter_map(|_| {
+            for i in 0..n {
+                let j = i + rng.below((v.len() - i) as u64) as usize;
+                v.swap(i, j);
+            }
+            q(&v[..n], 0.95)
+        })
+        .collect()
 }
 
 fn fmt_ms(x: Option<f64>) -> String {
@@ -456,4 +633,25 @@ fn d_choice() -> PolicyChoice {
 /// Policy D's rule, for the summary.
 fn d_rule() -> String {
     format!("split while the smoothed CPU queueing delay < {D_TARGET}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use headroom_core::rng::Rng;
+
+    #[test]
+    fn random_subsets_draw_without_replacement_and_spread_only_when_smaller_than_the_pool() {
+        // 100 delays 1..=100: p95 (index round(99 × 0.95) = 94) is 95.
+        let pool: Vec<f64> = (1..=100).map(f64::from).collect();
+        let whole = subset_p95s(&pool, 100, &mut Rng::new(1));
+        assert_eq!(whole.len(), SUBSETS);
+        assert!(whole.iter().all(|&x| x == 95.0), "a subset of every value is the pool itself");
+        let part = subset_p95s(&pool, 20, &mut Rng::new(1));
+        let (lo, hi) = part.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        // 20 distinct values: their p95 (the 19th smallest) is at least 19 and at most 99.
+        assert!(lo >= 19.0 && hi <= 99.0 && lo < hi, "{lo} - {hi}");
+        assert_eq!(part, subset_p95s(&pool, 20, &mut Rng::new(1)), "same seed, same subsets");
+        assert_ne!(part, subset_p95s(&pool, 20, &mut Rng::new(2)));
+    }
 }

@@ -99,17 +99,21 @@ fn a_syn_costs_the_proxy_cpu_ten_packets() {
 }
 
 #[test]
-fn case_1_in_the_simulator_is_within_25_percent_of_padhye_on_part_of_the_fig3_grid() {
-    // A subset of the grid (the whole grid is `headroom reproduce overlay-fig3`; there the point
-    // P_LAN2 0.001, D_LAN2 100 ms is outside 25 %: see docs/results.md).
+fn case_1_in_the_simulator_is_within_25_percent_of_padhye_across_the_fig3_grid() {
+    // The whole grid of `scenarios/overlay/fig3.toml`, each point run 1000 s instead of the
+    // figure's 100 s: at 100 s the point P_LAN2 0.001, D_LAN2 100 ms sees about 35 loss events
+    // and lands 30 % above Padhye (sampling error, not bias: 1000 s gives +10 %; every point is
+    // within 12 % at 1000 s, docs/results.md, issues 12 and 14 audit). About 5 s of CPU.
     use super::experiments::{Fig3Setup, FIG3_FILE};
     let mut setup = Fig3Setup::parse(FIG3_FILE, "scenarios/overlay/fig3.toml").unwrap();
-    setup.duration = Dur::from_secs(60);
-    for (p, d) in [(0.005, 5), (0.02, 20), (0.05, 50), (0.01, 100)] {
-        let x = super::experiments::fig3_point(&setup, p, Dur::from_millis(d));
+    setup.duration = Dur::from_secs(1000);
+    let grid: Vec<(f64, Dur)> = setup.p_lan2.iter().flat_map(|&p| setup.d_lan2.iter().map(move |&d| (p, d))).collect();
+    assert_eq!(grid.len(), 20);
+    for (p, d) in grid {
+        let x = super::experiments::fig3_point(&setup, p, d);
         let dev = x.sim_case1 / x.padhye_case1 - 1.0;
-        assert!(dev.abs() < 0.25, "P_LAN2 {p} D_LAN2 {d} ms: sim {} vs Padhye {}", x.sim_case1, x.padhye_case1);
-        assert!(x.sim_case2 > x.sim_case1, "splitting gains at P_LAN2 {p} D_LAN2 {d} ms");
+        assert!(dev.abs() < 0.25, "P_LAN2 {p} D_LAN2 {d}: sim {} vs Padhye {}", x.sim_case1, x.padhye_case1);
+        assert!(x.sim_case2 > x.sim_case1, "splitting gains at P_LAN2 {p} D_LAN2 {d}");
     }
 }
 
