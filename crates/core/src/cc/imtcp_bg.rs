@@ -69,6 +69,14 @@
 //! (none before the first assignment), so the bound never forces the window below one stream.
 //! The bound clamps Reno's window as ImTCP-bg's does.
 //!
+//! headroom's option [`BackgroundRtt::Min`] (`rtt = "min"`) reads `RTT` as the smallest RTT seen,
+//! ImTCP-bg's `RTT_min` (seed 000 Eq. 2). With the smoothed RTT the bound grows with the queue a
+//! competing flow builds: beside one Reno flow on a 50 Mbit/s path with a 1000-packet buffer,
+//! Reno's queue pushed the RTT to about 222 ms and the bound (g = 0.8) to 554 KB against a
+//! 237 KB window, so it no longer bound and Reno kept 84 % of the path (issues 12 and 14 audit,
+//! session 7). With `RTT_min` the bound is g × the path's own bandwidth-delay product whatever
+//! the queue.
+//!
 //! # Drivers
 //!
 //! The controllers ([`ImtcpBg`], [`ImtcpBackground`]) are [`CongestionControl`]s: the sender
@@ -436,11 +444,23 @@ pub struct BackgroundConfig {
     pub gamma: f64,
     /// N, packets of one measurement stream (ImTCP's default 35).
     pub stream_len: usize,
+    /// Which RTT the bound `g·RTT·Ā` takes (module doc).
+    pub rtt: BackgroundRtt,
+}
+
+/// The `RTT` of the background mode's bound `g·RTT·Ā` (module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackgroundRtt {
+    /// The smoothed RTT when the result arrives (the paper's reading, the default).
+    #[default]
+    Smoothed,
+    /// The smallest RTT seen (headroom's option, as ImTCP-bg's `RTT_min`).
+    Min,
 }
 
 impl Default for BackgroundConfig {
     fn default() -> Self {
-        BackgroundConfig { g: 0.8, gamma: 1.0 / 8.0, stream_len: 35 }
+        BackgroundConfig { g: 0.8, gamma: 1.0 / 8.0, stream_len: 35, rtt: BackgroundRtt::Smoothed }
     }
 }
 
@@ -465,17 +485,26 @@ pub struct BackgroundRule {
     cfg: BackgroundConfig,
     a_bar: Smoothed,
     max_cwnd: Option<Bytes>,
+    rtt_min: Option<Dur>,
 }
 
 impl BackgroundRule {
     pub fn new(cfg: BackgroundConfig) -> BackgroundRule {
-        BackgroundRule { cfg, a_bar: Smoothed { gamma: cfg.gamma, value: None }, max_cwnd: None }
+        BackgroundRule { cfg, a_bar: Smoothed { gamma: cfg.gamma, value: None }, max_cwnd: None, rtt_min: None }
+    }
+    /// An RTT sample (kept for [`BackgroundRtt::Min`]).
+    pub fn on_rtt(&mut self, rtt: Dur) {
+        self.rtt_min = Some(self.rtt_min.map_or(rtt, |m| m.min(rtt)));
     }
     /// A measurement result with the sender's smoothed RTT and segment size at that time.
     pub fn on_estimate(&mut self, a: Rate, srtt: Dur, mss: Bytes) {
         self.a_bar.update(a);
         let Some(a_bar) = self.a_bar.rate() else { return };
-        let bound = a_bar.bytes_in(srtt).0 as f64 * self.cfg.g;
+        let rtt = match self.cfg.rtt {
+            BackgroundRtt::Smoothed => srtt,
+            BackgroundRtt::Min => self.rtt_min.unwrap_or(srtt),
+        };
+        let bound = a_bar.bytes_in(rtt).0 as f64 * self.cfg.g;
         if bound > (mss.0 * self.cfg.stream_len as u64) as f64 {
             self.max_cwnd = Some(Bytes(bound as u64));
         }
@@ -535,6 +564,10 @@ impl WindowBound for ImtcpBgRule {
 impl WindowBound for BackgroundRule {
     fn name(&self) -> &'static str {
         "imtcp-background"
+    }
+    fn on_rtt(&mut self, _now: Time, rtt: Dur) -> Option<f64> {
+        BackgroundRule::on_rtt(self, rtt);
+        None
     }
     fn on_estimate(&mut self, a: Rate, srtt: Option<Dur>, mss: Bytes) {
         if let Some(srtt) = srtt {
@@ -889,7 +922,7 @@ mod tests {
 
     #[test]
     fn background_mode_caps_at_g_rtt_a_only_above_m_n() {
-        let cfg = BackgroundConfig { g: 0.5, gamma: 1.0, stream_len: 5 };
+        let cfg = BackgroundConfig { g: 0.5, gamma: 1.0, stream_len: 5, rtt: BackgroundRtt::Smoothed };
         let mut c = ImtcpBackground::new(cfg, reno_cfg());
         c.on_ack(&ack(0, MSS, 20));
         // g·RTT·A = 0.5 × 20 ms × 1 Mbit/s = 1,250 bytes ≤ M·N = 5,000: no bound.
@@ -912,5 +945,19 @@ mod tests {
         assert_eq!(c.rule().max_cwnd(), Some(Bytes(7_500)));
         assert!(BackgroundConfig { g: 1.0, ..cfg }.validate().is_err());
         assert!(ImtcpBgConfig { delta: 0.9, ..ImtcpBgConfig::default() }.validate().is_err());
+    }
+
+    #[test]
+    fn background_mode_with_rtt_min_ignores_the_queue_in_its_bound() {
+        // RTT samples of 20 ms, then 200 ms (a queue): g·RTT·Ā with g = 0.5 and Ā = 8 Mbit/s is
+        // 100,000 bytes on the smoothed RTT and 10,000 on the smallest RTT seen.
+        for (rtt, expected) in [(BackgroundRtt::Smoothed, 100_000), (BackgroundRtt::Min, 10_000)] {
+            let cfg = BackgroundConfig { g: 0.5, gamma: 1.0, stream_len: 5, rtt };
+            let mut c = ImtcpBackground::new(cfg, reno_cfg());
+            c.on_ack(&ack(0, MSS, 20));
+            c.on_ack(&ack(1, 2 * MSS, 200));
+            c.on_estimate(Time(0), Rate::from_mbps(8));
+            assert_eq!(c.rule().max_cwnd(), Some(Bytes(expected)), "{rtt:?}");
+        }
     }
 }

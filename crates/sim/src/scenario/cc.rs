@@ -16,7 +16,7 @@
 //! [`CcKind::from_table`], [`CcKind::NAMES`], [`CcKind::name`], [`CcKind::with_defaults`] and
 //! `crate::build::make_cc`.
 
-use headroom_core::cc::imtcp_bg::{BackgroundConfig, ImtcpBgConfig, Reduction};
+use headroom_core::cc::imtcp_bg::{BackgroundConfig, BackgroundRtt, ImtcpBgConfig, Reduction};
 use headroom_core::cc::ledbat::LedbatConfig;
 use headroom_core::cc::lp::{LpConfig, LpRule};
 use headroom_core::cc::nice::NiceConfig;
@@ -54,7 +54,8 @@ pub enum CcKind {
     /// `reduction_sets_ssthresh`, `fast_regrowth`.
     ImtcpBg(ImtcpBgConfig),
     /// ImTCP's background mode (ImTCP §5.1) on Reno over ImTCP's buffer (`[[tcp]]` only); keys
-    /// `g`, `gamma` (N is the buffer's `imtcp.stream_len`).
+    /// `g`, `gamma`, `rtt` (`"smoothed"`, the paper's reading, or `"min"`; N is the buffer's
+    /// `imtcp.stream_len`).
     ImtcpBackground(BackgroundConfig),
     /// CUBIC (RFC 9438, Linux defaults); key `hystart` (Linux's HyStart, default off).
     Cubic { hystart: bool },
@@ -416,10 +417,25 @@ impl ImtcpBgKeys {
 struct BackgroundKeys {
     g: Option<f64>,
     gamma: Option<f64>,
+    /// `"smoothed"` (the paper's reading, default) or `"min"` (headroom's option).
+    rtt: Option<BackgroundRttKey>,
+}
+
+/// The values of the background mode's `rtt` key.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum BackgroundRttKey {
+    Smoothed,
+    Min,
 }
 
 impl BackgroundKeys {
     fn apply(self, c: &mut BackgroundConfig) {
+        match self.rtt {
+            None => {}
+            Some(BackgroundRttKey::Smoothed) => c.rtt = BackgroundRtt::Smoothed,
+            Some(BackgroundRttKey::Min) => c.rtt = BackgroundRtt::Min,
+        }
         if let Some(g) = self.g {
             c.g = g;
         }
