@@ -16,7 +16,7 @@ use headroom_sim::world::FlowKind;
 use headroom_sim::{Report, Scenario, World};
 
 use super::{only, par_map, run_scenario, run_world, Base, Experiment};
-use crate::plot::{panels_svg, Chart, Series};
+use crate::plot::{cdf_points, panels_svg, Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
     Experiment { name: "imtcp-fig8", about: "ImTCP Fig. 8: echo mode, N = 3, 5, 35, available bandwidth 60-40-60-20-60 Mb/s over 300 s", run: imtcp_fig8 },
@@ -610,21 +610,15 @@ fn imtcp_web(dir: &Path) -> Result<String> {
     let mut series = Vec::new();
     let mut bands = Vec::new();
     for (k, (label, _, _, times, per_seed)) in rows.iter().enumerate() {
-        let step = (times.len() / 400).max(1);
-        let pts: Vec<(f64, f64)> =
-            times.iter().enumerate().step_by(step).map(|(i, t)| (*t, (i + 1) as f64 / times.len() as f64)).collect();
+        let pts = cdf_points(times);
         for p in &pts {
             let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
         }
         series.push(Series::line(format!("web, bulk = {label}"), pts).colour(k));
         // The spread over seeds: at each cumulative fraction, the fastest and the slowest seed's
-        // page time (every 2 %).
-        let levels: Vec<f64> = (1..50).map(|i| f64::from(i) / 50.0).collect();
-        let edge = |pick: fn(f64, f64) -> f64| -> Vec<(f64, f64)> {
-            levels.iter().map(|&q| (per_seed.iter().map(|t| quantile(t, q)).fold(f64::NAN, pick), q)).collect()
-        };
+        // page time.
         let label = format!("bulk = {label}: spread of the {} seeds", per_seed.len());
-        bands.push(Series::band_between(label, edge(f64::min), edge(f64::max)).colour(k));
+        bands.push(Series::cdf_spread(label, per_seed).colour(k));
     }
     series.extend(bands);
     std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
