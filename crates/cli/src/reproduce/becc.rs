@@ -17,24 +17,33 @@ pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "becc-fig2",
         about: "BECC Fig. 2: Reno throughput vs maximum window, 45 Mb/s, 10 ms (intermittent transfer)",
+        scenarios: &["scenarios/becc/fig2.toml"],
         run: becc_fig2,
     },
     Experiment {
         name: "becc-fig10",
         about: "BECC Fig. 10: BECC vs Reno, maximum window 30-350 KB, 45 Mb/s",
+        scenarios: &["scenarios/becc/fig10.toml"],
         run: becc_fig10,
     },
     Experiment {
         name: "becc-fig11",
         about: "BECC Fig. 11: BECC vs Reno, maximum window 30-350 KB, 10 Mb/s",
+        scenarios: &["scenarios/becc/fig11.toml"],
         run: becc_fig11,
     },
     Experiment {
         name: "becc-fig12",
         about: "BECC Fig. 12: tracking a 20 Mb/s UDP load switched off at 10 s and on at 20 s",
+        scenarios: &["scenarios/becc/fig12.toml"],
         run: becc_fig12,
     },
-    Experiment { name: "becc-fig13", about: "BECC Fig. 13: two BECC flows", run: becc_fig13 },
+    Experiment {
+        name: "becc-fig13",
+        about: "BECC Fig. 13: two BECC flows",
+        scenarios: &["scenarios/becc/fig13.toml"],
+        run: becc_fig13,
+    },
 ];
 
 const FIG2: &str = include_str!("../../../../scenarios/becc/fig2.toml");

@@ -19,13 +19,13 @@ use super::{only, par_map, run_scenario, run_world, Base, Experiment};
 use crate::plot::{cdf_points, panels_svg, Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment { name: "imtcp-fig8", about: "ImTCP Fig. 8: echo mode, N = 3, 5, 35, available bandwidth 60-40-60-20-60 Mb/s over 300 s", run: imtcp_fig8 },
-    Experiment { name: "imtcp-table1", about: "ImTCP Table 1: measurement results in 80 s at 3 Mb/s available, N = 5, 6, 17, fixed or adaptive m", run: imtcp_table1 },
-    Experiment { name: "imtcp-table2", about: "ImTCP Table 2 and Fig. 9: measurement results in 80 s at 4 and 7 Mb/s available and the CDF of the first stream packet's waiting time, storing timer 40/10/4 ms or adaptive", run: imtcp_table2 },
-    Experiment { name: "imtcp-fig10", about: "ImTCP Fig. 10: ImTCP vs Westwood, Hoe and TCP-Rab under cross traffic 1/2/3", run: imtcp_fig10 },
-    Experiment { name: "imtcp-web", about: "ImTCP §4.3 / Fig. 11: ImTCP or Reno with Pareto web traffic on 50 Mb/s, throughput and page download times", run: imtcp_web },
-    Experiment { name: "imtcp-table3", about: "ImTCP Table 3: 2/10/24 ImTCP or Reno flows on 50/60/70 Mb/s, Jain index and total throughput", run: imtcp_table3 },
-    Experiment { name: "imtcp-fig13", about: "ImTCP Fig. 13: ImTCP/Reno throughput ratio vs measurement interval 0, 12, 15, 20 RTTs", run: imtcp_fig13 },
+    Experiment { name: "imtcp-fig8", about: "ImTCP Fig. 8: echo mode, N = 3, 5, 35, available bandwidth 60-40-60-20-60 Mb/s over 300 s", scenarios: &["scenarios/imtcp/fig8.toml"], run: imtcp_fig8 },
+    Experiment { name: "imtcp-table1", about: "ImTCP Table 1: measurement results in 80 s at 3 Mb/s available, N = 5, 6, 17, fixed or adaptive m", scenarios: &["scenarios/imtcp/table1.toml"], run: imtcp_table1 },
+    Experiment { name: "imtcp-table2", about: "ImTCP Table 2 and Fig. 9: measurement results in 80 s at 4 and 7 Mb/s available and the CDF of the first stream packet's waiting time, storing timer 40/10/4 ms or adaptive", scenarios: &["scenarios/imtcp/table2.toml"], run: imtcp_table2 },
+    Experiment { name: "imtcp-fig10", about: "ImTCP Fig. 10: ImTCP vs Westwood, Hoe and TCP-Rab under cross traffic 1/2/3", scenarios: &["scenarios/imtcp/fig10.toml"], run: imtcp_fig10 },
+    Experiment { name: "imtcp-web", about: "ImTCP §4.3 / Fig. 11: ImTCP or Reno with Pareto web traffic on 50 Mb/s, throughput and page download times", scenarios: &["scenarios/imtcp/web.toml"], run: imtcp_web },
+    Experiment { name: "imtcp-table3", about: "ImTCP Table 3: 2/10/24 ImTCP or Reno flows on 50/60/70 Mb/s, Jain index and total throughput", scenarios: &["scenarios/imtcp/table3.toml"], run: imtcp_table3 },
+    Experiment { name: "imtcp-fig13", about: "ImTCP Fig. 13: ImTCP/Reno throughput ratio vs measurement interval 0, 12, 15, 20 RTTs", scenarios: &["scenarios/imtcp/fig13.toml"], run: imtcp_fig13 },
 ];
 
 const FIG8: &str = include_str!("../../../../scenarios/imtcp/fig8.toml");

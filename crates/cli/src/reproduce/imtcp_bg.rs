@@ -21,10 +21,10 @@ use super::{holds, series_of, Experiment};
 use crate::plot::{cdf_points, panels_svg, Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment { name: "imtcp-bg-fig3", about: "ImTCP-bg Figs. 3-4: one background flow (Reno, ImTCP-bg, peers) beside web traffic, N_web = 10..50: page time and background throughput", run: fig3 },
-    Experiment { name: "imtcp-bg-fig5", about: "ImTCP-bg Figs. 5-9: five background flows (0-500, 50-450, ... 200-300 s), N_web = 20: queue and per-flow throughput per second", run: fig5 },
-    Experiment { name: "imtcp-bg-fig14", about: "ImTCP Fig. 14: background mode in the §4.3 web scenario, throughput against Reno's and page-time CDF (peers Nice, LP, LEDBAT beside it)", run: fig14 },
-    Experiment { name: "imtcp-bg-goal", about: "Goal: background >= 90 % of the available bandwidth with mean page time within 5 % of no background, N_web = 10..50, every controller", run: goal },
+    Experiment { name: "imtcp-bg-fig3", about: "ImTCP-bg Figs. 3-4: one background flow (Reno, ImTCP-bg, peers) beside web traffic, N_web = 10..50: page time and background throughput", scenarios: &["scenarios/imtcp-bg/web.toml"], run: fig3 },
+    Experiment { name: "imtcp-bg-fig5", about: "ImTCP-bg Figs. 5-9: five background flows (0-500, 50-450, ... 200-300 s), N_web = 20: queue and per-flow throughput per second", scenarios: &["scenarios/imtcp-bg/multi.toml"], run: fig5 },
+    Experiment { name: "imtcp-bg-fig14", about: "ImTCP Fig. 14: background mode in the §4.3 web scenario, throughput against Reno's and page-time CDF (peers Nice, LP, LEDBAT beside it)", scenarios: &["scenarios/imtcp/web.toml"], run: fig14 },
+    Experiment { name: "imtcp-bg-goal", about: "Goal: background >= 90 % of the available bandwidth with mean page time within 5 % of no background, N_web = 10..50, every controller", scenarios: &["scenarios/imtcp-bg/web.toml"], run: goal },
 ];
 
 const WEB: &str = include_str!("../../../../scenarios/imtcp-bg/web.toml");

@@ -23,8 +23,8 @@ use super::{holds, only, par_map, run_world, series_of, Base, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment { name: "imtcp-fig15", about: "ImTCP Fig. 15: window over time of full-speed ImTCP, HighSpeed TCP and Reno alone on a 500 Mbit/s, 100 ms path", run: fig15 },
-    Experiment { name: "imtcp-fig16", about: "ImTCP Fig. 16: throughput through a lossy 2 Mbit/s hop against the loss rate, full-speed ImTCP (h = 100), Westwood+, Reno", run: fig16 },
+    Experiment { name: "imtcp-fig15", about: "ImTCP Fig. 15: window over time of full-speed ImTCP, HighSpeed TCP and Reno alone on a 500 Mbit/s, 100 ms path", scenarios: &["scenarios/imtcp/fig15.toml"], run: fig15 },
+    Experiment { name: "imtcp-fig16", about: "ImTCP Fig. 16: throughput through a lossy 2 Mbit/s hop against the loss rate, full-speed ImTCP (h = 100), Westwood+, Reno", scenarios: &["scenarios/imtcp/fig16.toml"], run: fig16 },
 ];
 
 const FIG15: &str = include_str!("../../../../scenarios/imtcp/fig15.toml");

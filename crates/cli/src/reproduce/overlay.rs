@@ -28,21 +28,25 @@ pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "overlay-fig3",
         about: "Maki et al. Fig. 3: throughput gain of splitting at two proxies vs one connection, P_LAN2 x D_LAN2 (Padhye + relay model, and simulation)",
+        scenarios: &["scenarios/overlay/fig3.toml"],
         run: overlay_fig3,
     },
     Experiment {
         name: "overlay-fig5-7",
         about: "Maki et al. Figs. 5-7: web transfer-delay CDFs through a loaded proxy under split policies A, B, C (D = 5 ms)",
+        scenarios: &["scenarios/overlay/web.toml"],
         run: overlay_fig5_7,
     },
     Experiment {
         name: "overlay-fig8",
         about: "Maki et al. Fig. 8: policy C with D = 30 ms and 1 % loss toward the clients",
+        scenarios: &["scenarios/overlay/web.toml"],
         run: overlay_fig8,
     },
     Experiment {
         name: "overlay-policy-d",
         about: "Beyond Maki et al.: policy D (proxy queueing delay) against C on the Fig. 7 and Fig. 8 workloads",
+        scenarios: &["scenarios/overlay/web.toml"],
         run: overlay_policy_d,
     },
 ];

@@ -1103,16 +1103,23 @@ pub fn write_page(out: &Path, page: &Page, runs: &[(&Experiment, &Outcome)]) -> 
         let _ = writeln!(md, "### {}\n\n{}\n", e.name, e.about);
         let _ = writeln!(html, "<h3 id=\"{0}\">{0}</h3>\n<p>{1}</p>", esc(e.name), esc(e.about));
         if page.wall_time {
+            let scenarios = if e.scenarios.is_empty() {
+                String::new()
+            } else {
+                format!("; scenario {}", e.scenarios.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", "))
+            };
             let _ = writeln!(
                 md,
-                "Command: `{command}`; wall time {:.1} s; files in `{}`.\n",
+                "Command: `{command}`{scenarios}; wall time {:.1} s; files in `{}`.\n",
                 o.wall.as_secs_f64(),
                 o.dir.display()
             );
+            let scenarios = e.scenarios.iter().map(|f| format!("<code>{}</code>", esc(f))).collect::<Vec<_>>();
             let _ = writeln!(
                 html,
-                "<p>Command: <code>{}</code>; wall time {:.1} s.</p>",
+                "<p>Command: <code>{}</code>{}; wall time {:.1} s.</p>",
                 esc(&command),
+                if scenarios.is_empty() { String::new() } else { format!("; scenario {}", scenarios.join(", ")) },
                 o.wall.as_secs_f64()
             );
         } else {
@@ -1289,6 +1296,21 @@ mod tests {
             let verdicts =
                 CLAIMS.iter().any(|c| c.experiment == e.name) || COMPARISONS.iter().any(|c| c.experiment == e.name);
             assert_eq!(verdicts, !BEYOND_THE_PAPERS.contains(&e.name), "{}: verdicts {verdicts}", e.name);
+        }
+    }
+
+    #[test]
+    fn every_named_scenario_is_a_file_of_the_repository() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let all = super::super::experiments().into_iter().chain(super::super::testbed_experiments());
+        for e in all {
+            for f in e.scenarios {
+                assert!(f.starts_with("scenarios/") && root.join(f).is_file(), "{}: {f}", e.name);
+            }
+        }
+        // Every simulator reproduction names its scenario.
+        for e in super::super::experiments() {
+            assert!(!e.scenarios.is_empty(), "{}", e.name);
         }
     }
 
