@@ -51,16 +51,19 @@ const SECTIONS: &[Experiment] = &[
     Experiment {
         name: "estimate",
         about: "1. How much bandwidth is free? PathQuick and pathChirp estimate the available bandwidth of a 12 Mb/s path (52 ms RTT) with Poisson cross traffic of 3, 6 and 9 Mb/s",
+        scenarios: &[],
         run: estimate,
     },
     Experiment {
         name: "inline",
         about: "2. Measuring inside a transfer: ImTCP estimates the available bandwidth with a TCP transfer's own data packets while cross traffic steps the truth 40 -> 20 -> 40 Mb/s (50 Mb/s, 20 ms)",
+        scenarios: &[],
         run: inline,
     },
     Experiment {
         name: "background",
         about: "3. Using the spare bandwidth without hurting anyone: one background transfer (ImTCP-bg, or Reno) beside web traffic on a 50 Mb/s path",
+        scenarios: &[],
         run: background,
     },
 ];

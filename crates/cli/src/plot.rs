@@ -17,6 +17,8 @@
 
 use std::fmt::Write as _;
 
+use headroom_core::stats::Sorted;
+
 /// How a series is drawn.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mark {
@@ -77,6 +79,20 @@ impl Series {
         Series::new(label, lower, Mark::Band { upper })
     }
 
+    /// The spread over seeds of a CDF: at each cumulative fraction 2 %, 4 %, ..., 98 %, the
+    /// lowest and the highest seed's value (the nearest order statistic of each seed's sorted
+    /// sample), as a band. Seeds without values are left out.
+    pub fn cdf_spread(label: impl Into<String>, per_seed: &[Sorted]) -> Series {
+        let levels: Vec<f64> = (1..50).map(|i| f64::from(i) / 50.0).collect();
+        let edge = |pick: fn(f64, f64) -> f64| -> Vec<(f64, f64)> {
+            levels
+                .iter()
+                .map(|&q| (per_seed.iter().map(|t| t.quantile(q).unwrap_or(f64::NAN)).fold(f64::NAN, pick), q))
+                .collect()
+        };
+        Series::band_between(label, edge(f64::min), edge(f64::max))
+    }
+
     /// The same series in palette colour `k`.
     pub fn colour(mut self, k: usize) -> Series {
         self.colour = Some(k);
@@ -91,6 +107,13 @@ impl Series {
         };
         self.points.iter().chain(upper).filter(|p| p.0.is_finite() && p.1.is_finite())
     }
+}
+
+/// The empirical CDF of a sorted sample as at most about 400 points `(value, (i + 1) / n)`
+/// (every `n / 400`-th order statistic, the smallest first).
+pub fn cdf_points(sorted: &Sorted) -> Vec<(f64, f64)> {
+    let step = (sorted.len() / 400).max(1);
+    sorted.iter().enumerate().step_by(step).map(|(i, t)| (*t, (i + 1) as f64 / sorted.len() as f64)).collect()
 }
 
 /// A chart (one panel) with axes, ticks, a legend and its series.
@@ -558,6 +581,12 @@ fn data_elements(svg: &str) -> usize {
     svg.lines().filter(|l| l.contains(" class=\"d\"")).count()
 }
 
+/// The number of bands (drawn as `<polygon class="d"`) of an SVG written by this module.
+#[cfg(test)]
+pub(crate) fn bands(svg: &str) -> usize {
+    svg.lines().filter(|l| l.starts_with("<polygon class=\"d\"")).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,6 +646,45 @@ mod tests {
         assert!(svg.contains("1 point(s) above 120 drawn on the top edge (max 474.0)"), "{svg}");
         assert_eq!(svg.matches("l4,7h-8z").count(), 1);
         assert_eq!(points_outside_axes(&svg), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_band_beyond_a_kept_range_stays_on_the_plot_area_and_is_marked() {
+        let mut c = chart(vec![
+            Series::band("spread", &[(10.0, 1.0, 1.5), (20.0, 2.0, 8.5), (30.0, 0.5, 1.2)]).colour(0),
+            Series::line("mean", vec![(10.0, 1.2), (20.0, 4.0), (30.0, 0.9)]).colour(0),
+            Series::reference("goal: 1.05", vec![(10.0, 1.05), (30.0, 1.05)]),
+        ]);
+        c.y_range = Some((0.8, 2.0));
+        c.y_mark_outside = true;
+        let svg = c.to_svg();
+        assert_eq!(bands(&svg), 1);
+        assert_eq!(points_outside_axes(&svg), Ok(vec![]));
+        // Above: the band's 8.5 and the line's 4; below: the band's 0.5.
+        assert!(svg.contains("2 point(s) above 2 drawn on the top edge (max 8.5)"), "{svg}");
+        assert!(svg.contains("1 point(s) below 0.8 drawn on the bottom edge (min 0.5)"), "{svg}");
+    }
+
+    #[test]
+    fn the_spread_of_cdfs_runs_from_the_lowest_to_the_highest_seed() {
+        let seeds: Vec<Sorted> = vec![
+            (1..=100).map(f64::from).collect(),
+            (1..=100).map(|i| f64::from(i) * 2.0).collect(),
+            Sorted::new(Vec::new()),
+        ];
+        let band = Series::cdf_spread("spread", &seeds);
+        let Mark::Band { upper } = &band.mark else { panic!("not a band") };
+        assert_eq!(band.points.len(), 49);
+        // At each fraction q the lower edge is the first seed's, the upper the second's; the
+        // seed without values is left out.
+        for ((lo, hi), k) in band.points.iter().zip(upper).zip(1..) {
+            let q = f64::from(k) / 50.0;
+            assert_eq!((lo.1, hi.1), (q, q));
+            assert_eq!(lo.0, seeds[0].quantile(q).unwrap());
+            assert_eq!(hi.0, seeds[1].quantile(q).unwrap());
+        }
+        let pts = cdf_points(&(1..=1000).map(f64::from).collect());
+        assert_eq!((pts.len(), pts[0], pts[1]), (500, (1.0, 0.001), (3.0, 0.003)));
     }
 
     #[test]

@@ -41,6 +41,16 @@ fn column<'a>(csv: &'a str, name: &str) -> Vec<&'a str> {
     lines.map(|l| l.split(',').nth(i).unwrap()).collect()
 }
 
+/// Field `i` of the CSV rows (header skipped) that `keep` accepts, as numbers.
+fn field(csv: &str, i: usize, keep: impl Fn(&[&str]) -> bool) -> Vec<f64> {
+    csv.lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| keep(f))
+        .map(|f| f[i].parse::<f64>().unwrap())
+        .collect()
+}
+
 /// Every number the report states for these experiments is the value of the run's CSV,
 /// recomputed here independently of the report's code.
 fn report_numbers_are_the_csv_values(dir: &Path, md: &str) {
@@ -57,14 +67,15 @@ fn report_numbers_are_the_csv_values(dir: &Path, md: &str) {
         ("Reno throughput, lowest above 200 KB (Mb/s)", low),
     ];
     let trace = std::fs::read_to_string(dir.join("becc-fig12/trace.csv")).unwrap();
-    let rate: Vec<f64> = trace
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f[1] == "becc" && f[2] == "throughput_bps")
-        .filter(|f| (0.5..=10.0).contains(&f[0].parse::<f64>().unwrap()) && f[0] != "0.500000")
-        .map(|f| f[3].parse::<f64>().unwrap() / 1e6)
-        .collect();
+    let rate: Vec<f64> = field(&trace, 3, |f| {
+        f[1] == "becc"
+            && f[2] == "throughput_bps"
+            && (0.5..=10.0).contains(&f[0].parse::<f64>().unwrap())
+            && f[0] != "0.500000"
+    })
+    .iter()
+    .map(|v| v / 1e6)
+    .collect();
     assert!(rate.len() > 10);
     let becc = (
         "BECC rate 0.5-10 s, UDP on (paper: t_msrd_th; ours: throughput) (Mb/s)",
@@ -73,14 +84,9 @@ fn report_numbers_are_the_csv_values(dir: &Path, md: &str) {
     // BECC Fig. 13: the second flow's mean 1-s throughput over the first's, 5 s < t <= 60 s.
     let trace = std::fs::read_to_string(dir.join("becc-fig13/trace.csv")).unwrap();
     let flow_mean = |flow: &str| {
-        let v: Vec<f64> = trace
-            .lines()
-            .skip(1)
-            .map(|l| l.split(',').collect::<Vec<_>>())
-            .filter(|f| f[1] == flow && f[2] == "throughput_bps")
-            .filter(|f| f[0].parse::<f64>().is_ok_and(|t| t > 5.0 && t <= 60.0))
-            .map(|f| f[3].parse::<f64>().unwrap())
-            .collect();
+        let v = field(&trace, 3, |f| {
+            f[1] == flow && f[2] == "throughput_bps" && f[0].parse::<f64>().is_ok_and(|t| t > 5.0 && t <= 60.0)
+        });
         assert!(v.len() > 100, "{flow}: {} samples", v.len());
         v.iter().sum::<f64>() / v.len() as f64
     };
@@ -88,7 +94,18 @@ fn report_numbers_are_the_csv_values(dir: &Path, md: &str) {
         "second / first flow's throughput 5-60 s (ratio; paper: both transfer stably)",
         flow_mean("becc2") / flow_mean("becc1"),
     );
-    for (quantity, value) in expect.into_iter().chain([becc, two]) {
+    // ImTCP Fig. 16: full-speed over Westwood+ at the highest loss rate, means of the seeds.
+    let fig16 = std::fs::read_to_string(dir.join("imtcp-fig16/fig16.csv")).unwrap();
+    let at = |controller: &str| {
+        let v = field(&fig16, 3, |f| f[0] == controller && f[1] == "0.1");
+        assert_eq!(v.len(), 5, "{controller}: one value per seed");
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let lossy = (
+        "full-speed ImTCP / Westwood+ throughput at 10 % loss, mean of seeds (ratio; paper: larger when the loss rate is high)",
+        at("imtcp full-speed") / at("westwood+"),
+    );
+    for (quantity, value) in expect.into_iter().chain([becc, two, lossy]) {
         let got = claimed(md, quantity);
         assert_eq!(got.len(), 1, "{quantity}: {got:?}");
         assert!(same_number(&got[0], value), "{quantity}: report {} but the CSV gives {value}", got[0]);
@@ -170,7 +187,7 @@ const d = document.createElement('pre'); d.id = 'render-check'; d.textContent = 
 fn one_or_two_threads_give_the_same_files_and_the_report_has_every_figure() {
     let tmp = std::env::temp_dir().join(format!("headroom-report-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    let names = ["becc-fig2", "becc-fig12", "becc-fig13", "pathquick-fig6"];
+    let names = ["becc-fig2", "becc-fig12", "becc-fig13", "pathquick-fig6", "imtcp-fig16"];
     let (a, b) = (tmp.join("t1"), tmp.join("t2"));
     let out1 = run(&a, "1", &names);
     run(&b, "2", &names);
@@ -192,6 +209,16 @@ fn one_or_two_threads_give_the_same_files_and_the_report_has_every_figure() {
         assert!(md.contains(&format!("]({id})")), "{id} not in report.md");
     }
     report_numbers_are_the_csv_values(&a, &md);
+    // A figure over several seeds shows their spread: ImTCP Fig. 16 (five seeds per point) has a
+    // band per controller (the figures of the slower multi-seed experiments are checked by unit
+    // tests of their figure code).
+    let fig16 = std::str::from_utf8(&fa[Path::new("imtcp-fig16/fig16.svg")]).unwrap();
+    assert_eq!(fig16.lines().filter(|l| l.starts_with("<polygon class=\"d\"")).count(), 3, "{fig16}");
+    // Every figure of a paper's experiment has the paper's numbers and a verdict beside it.
+    for name in names {
+        let section = md.split(&format!("### {name}\n")).nth(1).unwrap().split("\n### ").next().unwrap();
+        assert!(section.contains("| verdict"), "{name}: no verdict table");
+    }
     // Every figure as Chromium lays it out: drawn, every data element with a box, no text cut.
     if let Some(dom) = render(&a.join("report.html"), &tmp) {
         for p in fa.keys().filter(|p| p.extension().is_some_and(|e| e == "svg")) {

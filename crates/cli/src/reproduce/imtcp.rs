@@ -16,16 +16,16 @@ use headroom_sim::world::FlowKind;
 use headroom_sim::{Report, Scenario, World};
 
 use super::{only, par_map, run_scenario, run_world, Base, Experiment};
-use crate::plot::{panels_svg, Chart, Series};
+use crate::plot::{cdf_points, panels_svg, Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment { name: "imtcp-fig8", about: "ImTCP Fig. 8: echo mode, N = 3, 5, 35, available bandwidth 60-40-60-20-60 Mb/s over 300 s", run: imtcp_fig8 },
-    Experiment { name: "imtcp-table1", about: "ImTCP Table 1: measurement results in 80 s at 3 Mb/s available, N = 5, 6, 17, fixed or adaptive m", run: imtcp_table1 },
-    Experiment { name: "imtcp-table2", about: "ImTCP Table 2 and Fig. 9: measurement results in 80 s at 4 and 7 Mb/s available and the CDF of the first stream packet's waiting time, storing timer 40/10/4 ms or adaptive", run: imtcp_table2 },
-    Experiment { name: "imtcp-fig10", about: "ImTCP Fig. 10: ImTCP vs Westwood, Hoe and TCP-Rab under cross traffic 1/2/3", run: imtcp_fig10 },
-    Experiment { name: "imtcp-web", about: "ImTCP §4.3 / Fig. 11: ImTCP or Reno with Pareto web traffic on 50 Mb/s, throughput and page download times", run: imtcp_web },
-    Experiment { name: "imtcp-table3", about: "ImTCP Table 3: 2/10/24 ImTCP or Reno flows on 50/60/70 Mb/s, Jain index and total throughput", run: imtcp_table3 },
-    Experiment { name: "imtcp-fig13", about: "ImTCP Fig. 13: ImTCP/Reno throughput ratio vs measurement interval 0, 12, 15, 20 RTTs", run: imtcp_fig13 },
+    Experiment { name: "imtcp-fig8", about: "ImTCP Fig. 8: echo mode, N = 3, 5, 35, available bandwidth 60-40-60-20-60 Mb/s over 300 s", scenarios: &["scenarios/imtcp/fig8.toml"], run: imtcp_fig8 },
+    Experiment { name: "imtcp-table1", about: "ImTCP Table 1: measurement results in 80 s at 3 Mb/s available, N = 5, 6, 17, fixed or adaptive m", scenarios: &["scenarios/imtcp/table1.toml"], run: imtcp_table1 },
+    Experiment { name: "imtcp-table2", about: "ImTCP Table 2 and Fig. 9: measurement results in 80 s at 4 and 7 Mb/s available and the CDF of the first stream packet's waiting time, storing timer 40/10/4 ms or adaptive", scenarios: &["scenarios/imtcp/table2.toml"], run: imtcp_table2 },
+    Experiment { name: "imtcp-fig10", about: "ImTCP Fig. 10: ImTCP vs Westwood, Hoe and TCP-Rab under cross traffic 1/2/3", scenarios: &["scenarios/imtcp/fig10.toml"], run: imtcp_fig10 },
+    Experiment { name: "imtcp-web", about: "ImTCP §4.3 / Fig. 11: ImTCP or Reno with Pareto web traffic on 50 Mb/s, throughput and page download times", scenarios: &["scenarios/imtcp/web.toml"], run: imtcp_web },
+    Experiment { name: "imtcp-table3", about: "ImTCP Table 3: 2/10/24 ImTCP or Reno flows on 50/60/70 Mb/s, Jain index and total throughput", scenarios: &["scenarios/imtcp/table3.toml"], run: imtcp_table3 },
+    Experiment { name: "imtcp-fig13", about: "ImTCP Fig. 13: ImTCP/Reno throughput ratio vs measurement interval 0, 12, 15, 20 RTTs", scenarios: &["scenarios/imtcp/fig13.toml"], run: imtcp_fig13 },
 ];
 
 const FIG8: &str = include_str!("../../../../scenarios/imtcp/fig8.toml");
@@ -610,21 +610,15 @@ fn imtcp_web(dir: &Path) -> Result<String> {
     let mut series = Vec::new();
     let mut bands = Vec::new();
     for (k, (label, _, _, times, per_seed)) in rows.iter().enumerate() {
-        let step = (times.len() / 400).max(1);
-        let pts: Vec<(f64, f64)> =
-            times.iter().enumerate().step_by(step).map(|(i, t)| (*t, (i + 1) as f64 / times.len() as f64)).collect();
+        let pts = cdf_points(times);
         for p in &pts {
             let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
         }
         series.push(Series::line(format!("web, bulk = {label}"), pts).colour(k));
         // The spread over seeds: at each cumulative fraction, the fastest and the slowest seed's
-        // page time (every 2 %).
-        let levels: Vec<f64> = (1..50).map(|i| f64::from(i) / 50.0).collect();
-        let edge = |pick: fn(f64, f64) -> f64| -> Vec<(f64, f64)> {
-            levels.iter().map(|&q| (per_seed.iter().map(|t| quantile(t, q)).fold(f64::NAN, pick), q)).collect()
-        };
+        // page time.
         let label = format!("bulk = {label}: spread of the {} seeds", per_seed.len());
-        bands.push(Series::band_between(label, edge(f64::min), edge(f64::max)).colour(k));
+        bands.push(Series::cdf_spread(label, per_seed).colour(k));
     }
     series.extend(bands);
     std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;

@@ -12,18 +12,19 @@ use anyhow::{anyhow, Result};
 use headroom_core::cc::imtcp_bg::{BackgroundConfig, ImtcpBgConfig};
 use headroom_core::stats;
 use headroom_core::units::{Bytes, Dur, Rate};
+use headroom_sim::probe::EstimateMethod;
 use headroom_sim::scenario::{CcKind, ImtcpSpec, DEFAULT_STREAM_LEN};
 use headroom_sim::world::{FlowKind, Metric};
 use headroom_sim::{Report, Scenario, World};
 
 use super::{holds, series_of, Experiment};
-use crate::plot::{Chart, Series};
+use crate::plot::{cdf_points, panels_svg, Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment { name: "imtcp-bg-fig3", about: "ImTCP-bg Figs. 3-4: one background flow (Reno, ImTCP-bg, peers) beside web traffic, N_web = 10..50: page time and background throughput", run: fig3 },
-    Experiment { name: "imtcp-bg-fig5", about: "ImTCP-bg Figs. 5-9: five background flows (0-500, 50-450, ... 200-300 s), N_web = 20: queue and per-flow throughput per second", run: fig5 },
-    Experiment { name: "imtcp-bg-fig14", about: "ImTCP Fig. 14: background mode in the §4.3 web scenario, throughput against Reno's and page-time CDF (peers Nice, LP, LEDBAT beside it)", run: fig14 },
-    Experiment { name: "imtcp-bg-goal", about: "Goal: background >= 90 % of the available bandwidth with mean page time within 5 % of no background, N_web = 10..50, every controller", run: goal },
+    Experiment { name: "imtcp-bg-fig3", about: "ImTCP-bg Figs. 3-4: one background flow (Reno, ImTCP-bg, peers) beside web traffic, N_web = 10..50: page time and background throughput", scenarios: &["scenarios/imtcp-bg/web.toml"], run: fig3 },
+    Experiment { name: "imtcp-bg-fig5", about: "ImTCP-bg Figs. 5-9: five background flows (0-500, 50-450, ... 200-300 s), N_web = 20: queue and per-flow throughput per second", scenarios: &["scenarios/imtcp-bg/multi.toml"], run: fig5 },
+    Experiment { name: "imtcp-bg-fig14", about: "ImTCP Fig. 14: background mode in the §4.3 web scenario, throughput against Reno's and page-time CDF (peers Nice, LP, LEDBAT beside it)", scenarios: &["scenarios/imtcp/web.toml"], run: fig14 },
+    Experiment { name: "imtcp-bg-goal", about: "Goal: background >= 90 % of the available bandwidth with mean page time within 5 % of no background, N_web = 10..50, every controller", scenarios: &["scenarios/imtcp-bg/web.toml"], run: goal },
 ];
 
 const WEB: &str = include_str!("../../../../scenarios/imtcp-bg/web.toml");
@@ -122,6 +123,8 @@ struct Outcome {
     flows: Vec<Vec<(f64, f64)>>,
     /// The web traffic's throughput per second (Mbit/s).
     web: Vec<(f64, f64)>,
+    /// The inline (ImTCP) available-bandwidth estimates of the run (time s, Mbit/s).
+    estimates: Vec<(f64, f64)>,
 }
 
 fn outcome(w: &World, r: Report) -> Outcome {
@@ -138,7 +141,13 @@ fn outcome(w: &World, r: Report) -> Outcome {
         .iter()
         .find(|f| f.kind == FlowKind::Web)
         .map_or(Vec::new(), |f| series_of(w, &f.name, Metric::ThroughputBps, 1e-6));
-    Outcome { report: r, queue, flows, web }
+    let estimates = w
+        .estimates
+        .iter()
+        .filter(|e| e.method == EstimateMethod::Imtcp)
+        .filter_map(|e| e.value.map(|v| (e.time.as_secs_f64(), v.0 as f64 / 1e6)))
+        .collect();
+    Outcome { report: r, queue, flows, web, estimates }
 }
 
 /// Runs every scenario (two threads); results in input order.
@@ -549,7 +558,6 @@ fn fig14(dir: &Path) -> Result<String> {
     let out = &all[..per];
     let labels: Vec<&str> = std::iter::once("none").chain(ctrls.iter().map(|c| c.label)).collect();
     let mut cdf = String::from("background,page_time_s,cdf\n");
-    let mut series = Vec::new();
     let (link, _) = bottleneck_settings(&base)?;
     let mut s = format!(
         "ImTCP §4.3 network ({link}, {} web clients), {} s, seed {}\n",
@@ -565,10 +573,11 @@ fn fig14(dir: &Path) -> Result<String> {
     let reno = bg_mbps(&out[1].report);
     // The table as CSV (the report's claims read it).
     let mut runs = String::from("background,throughput_mbps,mean_page_time_s\n");
+    let times =
+        |o: &Outcome| -> stats::Sorted { web_of(&o.report).page_times.iter().map(|p| p.1.as_secs_f64()).collect() };
     for (label, o) in labels.iter().zip(out) {
         let _ = writeln!(runs, "{label},{:.3},{:.4}", bg_mbps(&o.report), mean_page_time(&o.report));
-        let mut t: Vec<f64> = web_of(&o.report).page_times.iter().map(|p| p.1.as_secs_f64()).collect();
-        t.sort_by(f64::total_cmp);
+        let t = times(o);
         let q =
             |p: f64| t.get(((t.len() as f64 * p) as usize).min(t.len().saturating_sub(1))).copied().unwrap_or(f64::NAN);
         let _ = writeln!(
@@ -580,18 +589,29 @@ fn fig14(dir: &Path) -> Result<String> {
             q(0.9),
             stats::mean(&t).unwrap_or(f64::NAN)
         );
-        let step = (t.len() / 400).max(1);
-        let pts: Vec<(f64, f64)> =
-            t.iter().enumerate().step_by(step).map(|(i, x)| (*x, (i + 1) as f64 / t.len() as f64)).collect();
+    }
+    // The figure: every seed's page times pooled, per background; the spread of the seeds as a
+    // band for the three the paper compares (none, Reno, g = 0.8: more bands would hide the lines).
+    let mut series = Vec::new();
+    let mut bands = Vec::new();
+    for (k, label) in labels.iter().enumerate() {
+        let per_seed: Vec<stats::Sorted> = all.chunks(per).map(|o| times(&o[k])).collect();
+        let pooled: stats::Sorted = per_seed.iter().flat_map(|t| t.iter().copied()).collect();
+        let pts = cdf_points(&pooled);
         for p in &pts {
             let _ = writeln!(cdf, "{label},{:.4},{:.4}", p.0, p.1);
         }
-        series.push(Series::line(label.to_string(), pts));
+        series.push(Series::line(label.to_string(), pts).colour(k));
+        if matches!(k, 0 | 1 | 3) {
+            bands
+                .push(Series::cdf_spread(format!("{label}: spread of the {} seeds", seeds.len()), &per_seed).colour(k));
+        }
     }
+    series.extend(bands);
     std::fs::write(dir.join("page_time_cdf.csv"), cdf)?;
     std::fs::write(dir.join("fig14.csv"), runs)?;
     let chart = Chart {
-        title: "ImTCP Fig. 14: web page download time CDF".into(),
+        title: format!("(a) web page download time CDF, seeds {}-{} pooled", seeds[0], seeds[seeds.len() - 1]),
         x_label: "page download time (s, log scale)".into(),
         y_label: "cumulative fraction of pages".into(),
         series,
@@ -599,7 +619,26 @@ fn fig14(dir: &Path) -> Result<String> {
         x_log: true,
         ..Default::default()
     };
-    std::fs::write(dir.join("fig14.svg"), chart.to_svg())?;
+    // The paper's small graph: the background-mode connection's estimates and throughput over
+    // time (g = 0.8, the first seed), with what the web traffic leaves of the bottleneck.
+    let g08 = &out[3];
+    let capacity = g08.report.links.iter().find(|l| l.name == "r1->r2").map_or(f64::NAN, |l| l.rate_mbps);
+    let small = Chart {
+        title: format!("(small graph) background g=0.8, seed {}: estimates and throughput", seeds[0]),
+        x_label: "time (s)".into(),
+        y_label: "bandwidth (Mb/s)".into(),
+        series: vec![
+            Series::line(
+                format!("{} Mb/s minus web throughput, 1 s", tidy(capacity)),
+                g08.web.iter().map(|p| (p.0, capacity - p.1)).collect(),
+            ),
+            Series::line("throughput, 1 s", g08.flows.first().cloned().unwrap_or_default()),
+            Series::points("ImTCP estimate", g08.estimates.clone()),
+        ],
+        ..Default::default()
+    };
+    let title = "ImTCP Fig. 14: web page download time CDF and the background connection";
+    std::fs::write(dir.join("fig14.svg"), panels_svg(title, &[chart, small]))?;
     let _ = writeln!(s, "paper: background mode about 72 % of Reno's throughput, page times close to no background");
     let _ = writeln!(s, "claims (g = 0.8), seed by seed:");
     for (seed, out) in seeds.iter().zip(all.chunks(per)) {
@@ -712,5 +751,102 @@ fn goal(dir: &Path) -> Result<String> {
         );
     }
     std::fs::write(dir.join("goal.csv"), csv)?;
+    std::fs::write(dir.join("goal.svg"), goal_figure(&sweeps)?)?;
     Ok(s)
+}
+
+/// The controllers `goal.svg` draws (the palette's eight colours; every one is in goal.csv).
+const GOAL_PLOTTED: [&str; 8] =
+    ["reno", "nice", "lp", "ledbat", "imtcp-bg", "imtcp-bg fast regrowth", "imtcp-background", "oracle window 1.0"];
+
+/// The goal's two quantities against N_web: per controller the mean over the seeds as a line
+/// and the lowest and highest seed as a band, with the goal's bound as a reference line.
+fn goal_figure(sweeps: &[Sweep]) -> Result<String> {
+    let first = sweeps.first().ok_or_else(|| anyhow!("internal: no seed swept"))?;
+    // (title, y label, the cell's value from (page-time ratio, share), the goal's bound, y range)
+    type Quantity = (&'static str, &'static str, fn(f64, f64) -> f64, f64, (f64, f64));
+    let quantities: [Quantity; 2] = [
+        ("(a) background throughput", "share of the available bandwidth (%)", |_, h| 100.0 * h, 90.0, (0.0, 200.0)),
+        ("(b) web page time", "mean page time / no background (ratio)", |r, _| r, 1.05, (0.8, 2.0)),
+    ];
+    let mut panels = Vec::new();
+    for (title, y_label, value, bound, y_range) in quantities {
+        let mut lines = Vec::new();
+        let mut bands = Vec::new();
+        for (k, label) in GOAL_PLOTTED.iter().enumerate() {
+            let j = first.rows.iter().position(|r| r.0 == *label).ok_or_else(|| anyhow!("internal: no {label} run"))?;
+            let mut mean = Vec::new();
+            let mut spread = Vec::new();
+            for (i, (n, _, _)) in first.base.iter().enumerate() {
+                let cells: Vec<f64> = sweeps
+                    .iter()
+                    .map(|sw| {
+                        let (p, b) = (sw.rows[j].1[i], sw.base[i]);
+                        value(p.0 / b.1, p.1 / b.2)
+                    })
+                    .collect();
+                let x = f64::from(*n);
+                mean.push((x, stats::mean(&cells).unwrap_or(f64::NAN)));
+                spread.push((
+                    x,
+                    cells.iter().copied().fold(f64::NAN, f64::min),
+                    cells.iter().copied().fold(f64::NAN, f64::max),
+                ));
+            }
+            lines.push(Series::line(*label, mean).colour(k));
+            bands.push(Series::band(format!("{label}: min-max of {} seeds", sweeps.len()), &spread).colour(k));
+        }
+        let xs = (f64::from(N_WEB[0]), f64::from(N_WEB[N_WEB.len() - 1]));
+        let goal = if bound > 2.0 { format!("goal: >= {bound}") } else { format!("goal: <= {bound}") };
+        lines.push(Series::reference(goal, vec![(xs.0, bound), (xs.1, bound)]));
+        lines.extend(bands);
+        panels.push(Chart {
+            title: title.into(),
+            x_label: "web servers N_web (count)".into(),
+            y_label: y_label.into(),
+            series: lines,
+            y_range: Some(y_range),
+            // (b): Reno's and LEDBAT's ratios (up to about 8) would flatten the others.
+            y_mark_outside: y_range.1 < 100.0,
+            ..Default::default()
+        });
+    }
+    let seeds: Vec<String> = sweeps.iter().map(|sw| sw.seed.to_string()).collect();
+    let title = format!("Goal: lines the mean of seeds {}, bands their min-max", seeds.join(", "));
+    Ok(panels_svg(&title, &panels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_goal_figure_draws_the_spread_of_the_seeds_as_bands() {
+        // Three seeds; controller k's share and ratio grow with the seed, so each band is open.
+        let sweeps: Vec<Sweep> = [2u64, 3, 4]
+            .iter()
+            .map(|&seed| Sweep {
+                seed,
+                base: N_WEB.iter().map(|&n| (n, 0.1, 40.0)).collect(),
+                rows: GOAL_PLOTTED
+                    .iter()
+                    .enumerate()
+                    .map(|(k, l)| {
+                        let f = (k + 1) as f64 * seed as f64;
+                        (l.to_string(), N_WEB.iter().map(|_| (0.1 * (1.0 + 0.01 * f), 40.0 * 0.02 * f)).collect())
+                    })
+                    .collect(),
+            })
+            .collect();
+        let svg = goal_figure(&sweeps).unwrap();
+        assert_eq!(crate::plot::bands(&svg), 2 * GOAL_PLOTTED.len(), "{svg}");
+        assert!(
+            svg.contains("min-max of 3 seeds") && svg.contains("goal: &gt;= 90") && svg.contains("goal: &lt;= 1.05")
+        );
+        assert_eq!(crate::plot::points_outside_axes(&svg), Ok(vec![]));
+        // A controller missing from the runs is an error, not a silently shorter figure.
+        let mut short = sweeps;
+        short[0].rows.pop();
+        assert!(goal_figure(&short[..1]).is_err());
+    }
 }

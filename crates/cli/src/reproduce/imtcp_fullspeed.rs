@@ -23,8 +23,8 @@ use super::{holds, only, par_map, run_world, series_of, Base, Experiment};
 use crate::plot::{Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment { name: "imtcp-fig15", about: "ImTCP Fig. 15: window over time of full-speed ImTCP, HighSpeed TCP and Reno alone on a 500 Mbit/s, 100 ms path", run: fig15 },
-    Experiment { name: "imtcp-fig16", about: "ImTCP Fig. 16: throughput through a lossy 2 Mbit/s hop against the loss rate, full-speed ImTCP (h = 100), Westwood+, Reno", run: fig16 },
+    Experiment { name: "imtcp-fig15", about: "ImTCP Fig. 15: window over time of full-speed ImTCP, HighSpeed TCP and Reno alone on a 500 Mbit/s, 100 ms path", scenarios: &["scenarios/imtcp/fig15.toml"], run: fig15 },
+    Experiment { name: "imtcp-fig16", about: "ImTCP Fig. 16: throughput through a lossy 2 Mbit/s hop against the loss rate, full-speed ImTCP (h = 100), Westwood+, Reno", scenarios: &["scenarios/imtcp/fig16.toml"], run: fig16 },
 ];
 
 const FIG15: &str = include_str!("../../../../scenarios/imtcp/fig15.toml");
@@ -89,6 +89,8 @@ fn fig15(dir: &Path) -> Result<String> {
     let link_mbps = 500.0;
     let bdp_segments = 500e6 * 0.1 / 8.0 / 1500.0;
     let mut csv = String::from("controller,time_s,cwnd_segments,throughput_mbps\n");
+    // The table as CSV (the report's verdicts read it).
+    let mut table = String::from("controller,throughput_mbps,drops,timeouts,max_cwnd_segments,fill_time_s\n");
     let mut s = String::from(
         "ImTCP Fig. 15: one flow alone, 500 Mbit/s bottleneck, 100 ms RTT, 1000-packet buffer, 120 s, seed 1\n",
     );
@@ -114,11 +116,15 @@ fn fig15(dir: &Path) -> Result<String> {
             max_cwnd,
             seconds(fill_time(r))
         );
+        let fill = fill_time(r);
+        let fill = if fill.is_finite() { format!("{fill:.1}") } else { String::new() };
+        let _ = writeln!(table, "{},{:.3},{},{},{max_cwnd:.0},{fill}", c.label, r.mbps, r.drops, r.timeouts);
         for ((t, w), (_, x)) in r.cwnd.iter().zip(&r.throughput) {
             let _ = writeln!(csv, "{},{t:.1},{w:.1},{x:.3}", c.label);
         }
     }
     std::fs::write(dir.join("fig15.csv"), csv)?;
+    std::fs::write(dir.join("runs.csv"), table)?;
     let chart = Chart {
         title: "ImTCP Fig. 15: window over time, 500 Mbit/s, 100 ms".into(),
         x_label: "time (s)".into(),
@@ -189,6 +195,8 @@ fn fig16(dir: &Path) -> Result<String> {
     let mut results = par_map(&scs, |sc| Ok(run_world(sc)?.1.flows[0].throughput_mbps))?;
     // mean[c][l]: the mean over seeds (each seed's value is in the CSV).
     let mut mean = vec![vec![0.0; LOSS_RATES.len()]; who.len()];
+    // spread[c]: (loss rate in %, lowest seed's, highest seed's) per loss rate.
+    let mut spread = vec![Vec::new(); who.len()];
     let mut csv = String::from("controller,loss_rate,seed,throughput_mbps\n");
     for (ci, c) in who.iter().enumerate() {
         for (li, &loss) in LOSS_RATES.iter().enumerate() {
@@ -199,6 +207,8 @@ fn fig16(dir: &Path) -> Result<String> {
                 v.push(x);
             }
             mean[ci][li] = stats::mean(&v).unwrap_or(f64::NAN);
+            let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(*x), b.max(*x)));
+            spread[ci].push((100.0 * loss, lo, hi));
         }
     }
     std::fs::write(dir.join("fig16.csv"), csv)?;
@@ -225,7 +235,16 @@ fn fig16(dir: &Path) -> Result<String> {
         series: who
             .iter()
             .zip(&mean)
-            .map(|(c, m)| Series::line(c.label, LOSS_RATES.iter().zip(m).map(|(l, x)| (100.0 * l, *x)).collect()))
+            .map(|(c, m)| {
+                let label = format!("{}: mean of {} seeds", c.label, SEEDS.len());
+                Series::line(label, LOSS_RATES.iter().zip(m).map(|(l, x)| (100.0 * l, *x)).collect())
+            })
+            .chain(
+                who.iter()
+                    .zip(&spread)
+                    .enumerate()
+                    .map(|(k, (c, b))| Series::band(format!("{}: min-max of the seeds", c.label), b).colour(k)),
+            )
             .collect(),
         y_range: Some((0.0, 2.0)),
         ..Default::default()

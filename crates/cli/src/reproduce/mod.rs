@@ -39,6 +39,9 @@ pub(crate) mod report;
 pub struct Experiment {
     pub name: &'static str,
     pub about: &'static str,
+    /// The scenario files (in the repository, embedded in the binary) the experiment's runs are
+    /// built on; empty where the set-up is built in code.
+    pub scenarios: &'static [&'static str],
     pub run: fn(&Path) -> Result<String>,
 }
 

@@ -22,27 +22,31 @@ use headroom_sim::overlay::experiments::{
 use headroom_sim::overlay::FlowRecord;
 
 use super::{par_map, Experiment};
-use crate::plot::{Chart, Series};
+use crate::plot::{cdf_points, panels_svg, Chart, Series};
 
 pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "overlay-fig3",
         about: "Maki et al. Fig. 3: throughput gain of splitting at two proxies vs one connection, P_LAN2 x D_LAN2 (Padhye + relay model, and simulation)",
+        scenarios: &["scenarios/overlay/fig3.toml"],
         run: overlay_fig3,
     },
     Experiment {
         name: "overlay-fig5-7",
         about: "Maki et al. Figs. 5-7: web transfer-delay CDFs through a loaded proxy under split policies A, B, C (D = 5 ms)",
+        scenarios: &["scenarios/overlay/web.toml"],
         run: overlay_fig5_7,
     },
     Experiment {
         name: "overlay-fig8",
         about: "Maki et al. Fig. 8: policy C with D = 30 ms and 1 % loss toward the clients",
+        scenarios: &["scenarios/overlay/web.toml"],
         run: overlay_fig8,
     },
     Experiment {
         name: "overlay-policy-d",
         about: "Beyond Maki et al.: policy D (proxy queueing delay) against C on the Fig. 7 and Fig. 8 workloads",
+        scenarios: &["scenarios/overlay/web.toml"],
         run: overlay_policy_d,
     },
 ];
@@ -177,8 +181,33 @@ pub(crate) fn cdf(v: &[f64]) -> Vec<(f64, f64)> {
     s.iter().enumerate().map(|(i, x)| (*x, (i + 1) as f64 / n)).collect()
 }
 
-/// Runs one policy, writes its transfers and CDF plot, and returns the summary lines.
-fn web_run(dir: &Path, tag: &str, title: &str, p: &WebProxyParams) -> Result<(Curves, String)> {
+/// One run's delay CDFs (split low / high / all, non-split) as `tag.svg`; a class without
+/// transfers is left out of the plot and its legend.
+fn write_cdfs(dir: &Path, tag: &str, title: &str, c: &Curves) -> Result<()> {
+    let chart = Chart {
+        title: title.into(),
+        x_label: "transfer delay, SYN to last byte (s, log scale)".into(),
+        y_label: "cumulative fraction of transfers".into(),
+        series: vec![
+            Series::line("split(low)", cdf(&c.low)).colour(0),
+            Series::line("split(high)", cdf(&c.high)).colour(1),
+            Series::line("split(all)", cdf(&c.split)).colour(2),
+            Series::line("nonsplit", cdf(&c.nonsplit)).colour(3),
+        ]
+        .into_iter()
+        .filter(|se| !se.points.is_empty())
+        .collect(),
+        y_range: Some((0.0, 1.0)),
+        x_log: true,
+        ..Default::default()
+    };
+    std::fs::write(dir.join(format!("{tag}.svg")), chart.to_svg())?;
+    Ok(())
+}
+
+/// Runs one policy, writes its transfers and (with a `title`) its CDF plot, and returns the
+/// summary lines.
+fn web_run(dir: &Path, tag: &str, title: Option<&str>, p: &WebProxyParams) -> Result<(Curves, String)> {
     let run = run_web_proxy(p);
     let mut csv = String::from("start_s,size_bytes,split,delay_s\n");
     for r in &run.web {
@@ -187,21 +216,9 @@ fn web_run(dir: &Path, tag: &str, title: &str, p: &WebProxyParams) -> Result<(Cu
     }
     std::fs::write(dir.join(format!("{tag}.csv")), &csv)?;
     let c = curves(&run);
-    let chart = Chart {
-        title: title.into(),
-        x_label: "transfer delay, SYN to last byte (s, log scale)".into(),
-        y_label: "cumulative fraction of transfers".into(),
-        series: vec![
-            Series::line("split(low)", cdf(&c.low)),
-            Series::line("split(high)", cdf(&c.high)),
-            Series::line("split(all)", cdf(&c.split)),
-            Series::line("nonsplit", cdf(&c.nonsplit)),
-        ],
-        y_range: Some((0.0, 1.0)),
-        x_log: true,
-        ..Default::default()
-    };
-    std::fs::write(dir.join(format!("{tag}.svg")), chart.to_svg())?;
+    if let Some(title) = title {
+        write_cdfs(dir, tag, title, &c)?;
+    }
     let util = run.proxy.busy.as_secs_f64() / run.duration.as_secs_f64();
     let mut s = String::new();
     writeln!(
@@ -232,8 +249,8 @@ fn web_run(dir: &Path, tag: &str, title: &str, p: &WebProxyParams) -> Result<(Cu
 /// Runs several policies' web runs on rayon's pool ([`par_map`]; each run is independent and
 /// deterministic, so the outputs do not depend on the thread count) and returns their results in
 /// the order given.
-fn web_runs(dir: &Path, runs: &[(String, String, WebProxyParams)]) -> Result<Vec<(Curves, String)>> {
-    let mut out = par_map(runs, |(tag, title, p)| web_run(dir, tag, title, p))?;
+fn web_runs(dir: &Path, runs: &[(String, Option<String>, WebProxyParams)]) -> Result<Vec<(Curves, String)>> {
+    let mut out = par_map(runs, |(tag, title, p)| web_run(dir, tag, title.as_deref(), p))?;
     runs.iter().map(|_| out.take()).collect()
 }
 
@@ -262,7 +279,8 @@ fn overlay_fig5_7(dir: &Path) -> Result<String> {
         ("fig6-policy-b", "Fig. 6: policy B (>= 2000 bytes)", PolicyChoice::LargeDocuments, "split slower"),
         ("fig7-policy-c", "Fig. 7: policy C (L(T) < 0.9/t)", PolicyChoice::LowLoad, "split faster"),
     ];
-    let jobs: Vec<_> = runs.iter().map(|&(tag, title, pol, _)| (tag.into(), title.into(), setup.fig5_7(pol))).collect();
+    let jobs: Vec<_> =
+        runs.iter().map(|&(tag, title, pol, _)| (tag.into(), Some(title.into()), setup.fig5_7(pol))).collect();
     for ((tag, _, _, paper), (c, lines)) in runs.iter().zip(web_runs(dir, &jobs)?) {
         s.push_str(&lines);
         if !paper.is_empty() {
@@ -281,8 +299,12 @@ fn overlay_fig8(dir: &Path) -> Result<String> {
     let mut s = String::new();
     let setup = web_setup()?;
     let jobs = [
-        ("fig7-policy-c".into(), "Fig. 7: policy C, D = 5 ms".into(), setup.fig5_7(PolicyChoice::LowLoad)),
-        ("fig8-policy-c".into(), "Fig. 8: policy C, D = 30 ms, 1 % loss".into(), setup.fig8(PolicyChoice::LowLoad)),
+        ("fig7-policy-c".into(), Some("Fig. 7: policy C, D = 5 ms".into()), setup.fig5_7(PolicyChoice::LowLoad)),
+        (
+            "fig8-policy-c".into(),
+            Some("Fig. 8: policy C, D = 30 ms, 1 % loss".into()),
+            setup.fig8(PolicyChoice::LowLoad),
+        ),
     ];
     let [(c7, l7), (c8, l8)]: [(Curves, String); 2] =
         web_runs(dir, &jobs)?.try_into().map_err(|_| anyhow::anyhow!("internal: two runs expected"))?;
@@ -364,7 +386,8 @@ fn overlay_policy_d(dir: &Path) -> Result<String> {
             // replays each policy's non-split transfers where no split changes anything.
             for (name, pol) in [("c", PolicyChoice::LowLoad), ("d", d_choice()), ("none", PolicyChoice::None)] {
                 let p = WebProxyParams { seed, ..params(&setup, pol) };
-                jobs.push((format!("{fig}-policy-{name}-seed{seed}"), format!("{fig}: policy {name}, seed {seed}"), p));
+                // One figure for all seeds (below), not one per run.
+                jobs.push((format!("{fig}-policy-{name}-seed{seed}"), None, p));
             }
         }
     }
@@ -375,6 +398,7 @@ fn overlay_policy_d(dir: &Path) -> Result<String> {
         ("non-split median", |c| &c.nonsplit, 0.5),
         ("non-split p95", |c| &c.nonsplit, 0.95),
     ];
+    let mut panels = Vec::new();
     for (fig, _) in figs {
         let mut pairs = Vec::new();
         let mut nones = Vec::new();
@@ -387,6 +411,7 @@ fn overlay_policy_d(dir: &Path) -> Result<String> {
             pairs.push((seed, c, d));
             nones.push(none);
         }
+        panels.push(seeds_panel(fig, &pairs));
         for (name, of, p) in metrics {
             let cells: Vec<String> = pairs
                 .iter()
@@ -459,6 +484,8 @@ fn overlay_policy_d(dir: &Path) -> Result<String> {
             }
         )?;
     }
+    let title = format!("Policy D against C, seeds {}-{} pooled, with the spread of the seeds", D_SEEDS[0], D_SEEDS[2]);
+    std::fs::write(dir.join("policy-d.svg"), panels_svg(&title, &panels))?;
     Ok(s)
 }
 
@@ -608,6 +635,43 @@ fn subset_p95s(pool: &[f64], n: usize, rng: &mut headroom_core::rng::Rng) -> Vec
         .collect()
 }
 
+/// A class of transfers: (name, its delays in a run's curves).
+type Class = (&'static str, fn(&Curves) -> &[f64]);
+
+/// One workload's panel of `policy-d.svg`: per policy, the split and the non-split transfers'
+/// delay CDF over every seed pooled, and the spread of the seeds' CDFs as a band.
+fn seeds_panel(fig: &str, pairs: &[(u64, Curves, Curves)]) -> Chart {
+    let mut lines = Vec::new();
+    let mut bands = Vec::new();
+    let classes: [Class; 2] = [("split", |c| &c.split), ("non-split", |c| &c.nonsplit)];
+    for (p, policy) in ["C", "D"].iter().enumerate() {
+        for (k, (class, of)) in classes.iter().enumerate() {
+            let per_seed: Vec<Sorted> =
+                pairs.iter().map(|(_, c, d)| Sorted::new(of(if p == 0 { c } else { d }).to_vec())).collect();
+            let pooled: Sorted = per_seed.iter().flat_map(|t| t.iter().copied()).collect();
+            let colour = 2 * p + k;
+            lines.push(Series::line(format!("policy {policy}, {class}"), cdf_points(&pooled)).colour(colour));
+            let label = format!("policy {policy}, {class}: spread of the {} seeds", per_seed.len());
+            bands.push(Series::cdf_spread(label, &per_seed).colour(colour));
+        }
+    }
+    lines.extend(bands);
+    Chart {
+        title: if fig == "fig7" {
+            "(a) Fig. 7's workload (D = 5 ms)"
+        } else {
+            "(b) Fig. 8's workload (D = 30 ms, 1 % loss)"
+        }
+        .into(),
+        x_label: "transfer delay, SYN to last byte (s, log scale)".into(),
+        y_label: "cumulative fraction of transfers".into(),
+        series: lines,
+        y_range: Some((0.0, 1.0)),
+        x_log: true,
+        ..Default::default()
+    }
+}
+
 fn fmt_ms(x: Option<f64>) -> String {
     x.map_or_else(|| "-".into(), |v| format!("{v:+.1}"))
 }
@@ -653,5 +717,31 @@ mod tests {
         assert!(lo >= 19.0 && hi <= 99.0 && lo < hi, "{lo} - {hi}");
         assert_eq!(part, subset_p95s(&pool, 20, &mut Rng::new(1)), "same seed, same subsets");
         assert_ne!(part, subset_p95s(&pool, 20, &mut Rng::new(2)));
+    }
+
+    fn curves(split: Vec<f64>, nonsplit: Vec<f64>) -> Curves {
+        Curves { low: Vec::new(), high: Vec::new(), split, nonsplit, unfinished: 0, web: Vec::new() }
+    }
+
+    #[test]
+    fn policy_d_figure_has_a_band_of_the_seeds_per_policy_and_class() {
+        let pairs: Vec<(u64, Curves, Curves)> = D_SEEDS
+            .iter()
+            .map(|&seed| {
+                let k = seed as f64;
+                let c = curves((1..50).map(|i| k * f64::from(i) * 0.1).collect(), vec![0.05 * k, 0.07 * k]);
+                let d = curves((1..50).map(|i| k * f64::from(i) * 0.01).collect(), vec![0.05, 0.06 * k]);
+                (seed, c, d)
+            })
+            .collect();
+        let panel = seeds_panel("fig7", &pairs);
+        let svg = panels_svg("t", &[panel.clone(), seeds_panel("fig8", &pairs)]);
+        assert_eq!(crate::plot::bands(&svg), 8, "{svg}");
+        assert!(svg.contains("policy D, non-split: spread of the 3 seeds"));
+        assert_eq!(crate::plot::points_outside_axes(&svg), Ok(vec![]));
+        // The pooled line holds every seed's transfers.
+        let pooled = panel.series.iter().find(|s| s.label == "policy C, split").unwrap();
+        assert_eq!(pooled.points.last().map(|p| p.1), Some(1.0));
+        assert_eq!(pooled.points.len(), 3 * 49);
     }
 }

@@ -29,6 +29,7 @@ use crate::plot::{Chart, Series};
 pub const EXPERIMENTS: &[Experiment] = &[Experiment {
     name: "pathquick-fig6",
     about: "PathQuick Fig. 6: estimate vs true available bandwidth, PathQuick vs pathChirp, 12 Mb/s, 52 ms RTT, Poisson cross traffic 0-12 Mb/s",
+    scenarios: &["scenarios/pathquick/fig6.toml"],
     run: pathquick_fig6,
 }];
 
@@ -360,6 +361,7 @@ fn pathquick_fig6(dir: &Path) -> Result<String> {
 pub const TESTBED_EXPERIMENTS: &[Experiment] = &[Experiment {
     name: "pathquick-fig8",
     about: "PathQuick Fig. 8 (root, testbed): PathQuick vs pathChirp on a 100 Mb/s exact link, RTT < 1 ms, Poisson cross traffic 0-95 Mb/s",
+    scenarios: &[],
     run: pathquick_fig8,
 }];
 

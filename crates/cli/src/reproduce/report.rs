@@ -406,6 +406,64 @@ pub const CLAIMS: &[Claim] = &[
         0.1,
     ),
     claim(
+        "imtcp-fig15",
+        "ImTCP §5.2, Fig. 15",
+        "full-speed ImTCP / HSTCP throughput (ratio; paper: full-speed's is the best)",
+        Paper::AtLeast(1.0),
+        mean_ratio("runs.csv", "throughput_mbps", &[Is("controller", "imtcp full-speed")], &[Is("controller", "highspeed")]),
+        0.05,
+    ),
+    claim(
+        "imtcp-fig15",
+        "ImTCP §5.2, Fig. 15",
+        "full-speed ImTCP / Reno throughput (ratio; paper: full-speed's is the best)",
+        Paper::AtLeast(1.0),
+        mean_ratio("runs.csv", "throughput_mbps", &[Is("controller", "imtcp full-speed")], &[Is("controller", "reno")]),
+        0.05,
+    ),
+    claim(
+        "imtcp-fig15",
+        "ImTCP §5.2, Fig. 15",
+        "HSTCP / full-speed ImTCP drops (ratio; paper: HSTCP loses often)",
+        Paper::AtLeast(1.0),
+        mean_ratio("runs.csv", "drops", &[Is("controller", "highspeed")], &[Is("controller", "imtcp full-speed")]),
+        0.05,
+    ),
+    claim(
+        "imtcp-fig16",
+        "ImTCP §5.2, Fig. 16",
+        "full-speed ImTCP / Westwood+ throughput at 10 % loss, mean of seeds (ratio; paper: larger when the loss rate is high)",
+        Paper::AtLeast(1.0),
+        mean_ratio(
+            "fig16.csv",
+            "throughput_mbps",
+            &[Is("controller", "imtcp full-speed"), Is("loss_rate", "0.1")],
+            &[Is("controller", "westwood+"), Is("loss_rate", "0.1")],
+        ),
+        0.05,
+    ),
+    claim(
+        "imtcp-fig16",
+        "ImTCP §5.2, Fig. 16",
+        "full-speed ImTCP / Reno throughput at 10 % loss, mean of seeds (ratio; paper: larger when the loss rate is high)",
+        Paper::AtLeast(1.0),
+        mean_ratio(
+            "fig16.csv",
+            "throughput_mbps",
+            &[Is("controller", "imtcp full-speed"), Is("loss_rate", "0.1")],
+            &[Is("controller", "reno"), Is("loss_rate", "0.1")],
+        ),
+        0.05,
+    ),
+    claim(
+        "overlay-fig8",
+        "overlay §4, Fig. 8 (policy C, D = 30 ms, 1 % loss)",
+        "mean delay split / nonsplit (ratio; paper: split faster, more so than in Fig. 7)",
+        Paper::AtMost(1.0),
+        mean_ratio("fig8-policy-c.csv", "delay_s", &[Is("split", "true")], &[Is("split", "false")]),
+        0.05,
+    ),
+    claim(
         "pathquick-fig6",
         "PathQuick §5, Fig. 6(a)",
         "PathQuick mean |error| below 9 Mb/s available (Mb/s; paper: about ±2)",
@@ -1045,16 +1103,23 @@ pub fn write_page(out: &Path, page: &Page, runs: &[(&Experiment, &Outcome)]) -> 
         let _ = writeln!(md, "### {}\n\n{}\n", e.name, e.about);
         let _ = writeln!(html, "<h3 id=\"{0}\">{0}</h3>\n<p>{1}</p>", esc(e.name), esc(e.about));
         if page.wall_time {
+            let scenarios = if e.scenarios.is_empty() {
+                String::new()
+            } else {
+                format!("; scenario {}", e.scenarios.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", "))
+            };
             let _ = writeln!(
                 md,
-                "Command: `{command}`; wall time {:.1} s; files in `{}`.\n",
+                "Command: `{command}`{scenarios}; wall time {:.1} s; files in `{}`.\n",
                 o.wall.as_secs_f64(),
                 o.dir.display()
             );
+            let scenarios = e.scenarios.iter().map(|f| format!("<code>{}</code>", esc(f))).collect::<Vec<_>>();
             let _ = writeln!(
                 html,
-                "<p>Command: <code>{}</code>; wall time {:.1} s.</p>",
+                "<p>Command: <code>{}</code>{}; wall time {:.1} s.</p>",
                 esc(&command),
+                if scenarios.is_empty() { String::new() } else { format!("; scenario {}", scenarios.join(", ")) },
                 o.wall.as_secs_f64()
             );
         } else {
@@ -1097,7 +1162,7 @@ pub fn write_page(out: &Path, page: &Page, runs: &[(&Experiment, &Outcome)]) -> 
             let _ = writeln!(md, "The papers' numbers (digitised from their text) beside ours:\n");
             let _ = writeln!(md, "| source | quantity | paper | headroom | verdict (tolerance) | computed as |\n|---|---|---|---|---|---|");
             html.push_str("<p>The papers' numbers (digitised from their text) beside ours:</p>\n<table><tr><th>source</th><th>quantity</th><th>paper</th><th>headroom</th><th>verdict (tolerance)</th><th>computed as</th></tr>\n");
-            for c in claims {
+            for c in &claims {
                 let ours = c.ours.value(&o.dir).with_context(|| format!("{}: {}", e.name, c.quantity))?;
                 let v = c.paper.verdict(ours, c.tolerance);
                 let tol = format!("{} (±{}%)", v.name(), c.tolerance * 100.0);
@@ -1124,6 +1189,12 @@ pub fn write_page(out: &Path, page: &Page, runs: &[(&Experiment, &Outcome)]) -> 
             }
             md.push('\n');
             html.push_str("</table>\n");
+        }
+        if page.wall_time && claims.is_empty() && !COMPARISONS.iter().any(|c| c.experiment == e.name) {
+            // Only the experiments that go beyond the papers (checked by a test).
+            let text = "Beyond the papers: no number of theirs to compare with; the claim lines below are computed from the run.";
+            let _ = writeln!(md, "{text}\n");
+            let _ = writeln!(html, "<p>{}</p>", esc(text));
         }
         let _ = writeln!(md, "```\n{}```\n", o.summary);
         let _ = writeln!(html, "<pre>{}</pre>", esc(&o.summary));
@@ -1212,6 +1283,34 @@ mod tests {
         // Every paper of the report has claims.
         for prefix in ["becc-", "imtcp-fig", "imtcp-web", "imtcp-bg-", "pathquick-", "overlay-"] {
             assert!(CLAIMS.iter().any(|c| c.experiment.starts_with(prefix)), "{prefix}");
+        }
+    }
+
+    /// The experiments that go beyond the papers (headroom's own goal and policy D): the only
+    /// ones without the papers' numbers beside ours.
+    const BEYOND_THE_PAPERS: &[&str] = &["imtcp-bg-goal", "overlay-policy-d"];
+
+    #[test]
+    fn every_reproduction_of_a_paper_figure_has_verdicts() {
+        for e in super::super::experiments() {
+            let verdicts =
+                CLAIMS.iter().any(|c| c.experiment == e.name) || COMPARISONS.iter().any(|c| c.experiment == e.name);
+            assert_eq!(verdicts, !BEYOND_THE_PAPERS.contains(&e.name), "{}: verdicts {verdicts}", e.name);
+        }
+    }
+
+    #[test]
+    fn every_named_scenario_is_a_file_of_the_repository() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let all = super::super::experiments().into_iter().chain(super::super::testbed_experiments());
+        for e in all {
+            for f in e.scenarios {
+                assert!(f.starts_with("scenarios/") && root.join(f).is_file(), "{}: {f}", e.name);
+            }
+        }
+        // Every simulator reproduction names its scenario.
+        for e in super::super::experiments() {
+            assert!(!e.scenarios.is_empty(), "{}", e.name);
         }
     }
 
