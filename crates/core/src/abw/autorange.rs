@@ -353,7 +353,10 @@ enum Rung {
 ///    171–176 Mbit/s (issue 19, session 7). An estimate with losses stays an estimate.
 /// 2. The fine train, cut at the client's deadline. It is the answer unless it read a bound,
 ///    or was inconclusive after losing more than the estimator's loss limit (a buffer
-///    overflow) or after being **cut** with no knee in the part received (its tail was queued
+///    overflow; "above range" with a packet lost counts as one, retried below, not above: on
+///    the testbed at 10 Mbit/s with 6 Mbit/s of cross traffic a fine train of 3.6–14 Mbit/s
+///    read "above range" with 42 packets lost, and the retry four times higher overflowed) or
+///    after being **cut** with no knee in the part received (its tail was queued
 ///    more than the deadline's slack behind it, so the train went above the available
 ///    bandwidth, and the knee lies below its range: the harness's fine trains designed from
 ///    coarse readings 2–3× too high, at 10 Mbit/s and 60–90 % load); a badly paced train
@@ -440,6 +443,10 @@ impl Ladder {
                 let cut = records.len() < design.n as usize;
                 let retry = match estimate.outcome {
                     Outcome::Inconclusive { .. } if !overflowed && !cut => None,
+                    // A train that never queued cannot overflow a buffer: retried below.
+                    Outcome::AboveRange { .. } if estimate.lost > 0 => {
+                        self.plan.retry(design, &Outcome::Inconclusive { reason: "above range with losses".into() })?
+                    }
                     ref o => self.plan.retry(design, o)?,
                 };
                 Ok(match retry {
@@ -555,6 +562,14 @@ mod tests {
         assert!(retry.b_max() < fine.b_max() && retry.b_min() < fine.b_min(), "{retry:?} after {fine:?}");
         assert!(wait > Dur::ZERO, "the retry waits for the queue the cut train built");
         assert_eq!(cut.on_verdict(&retry, &e, &records_of(&retry, 10)).unwrap(), LadderStep::Answer(2));
+        // Above range with a loss: an overflow, retried below; without one, above.
+        for (lost, below) in [(1, true), (0, false)] {
+            let mut l2 = l.clone();
+            let e = estimate_of(Outcome::AboveRange { at_least: fine.b_max() }, fine.n, lost);
+            let step = l2.on_verdict(&fine, &e, &records_of(&fine, fine.n as usize)).unwrap();
+            let LadderStep::Train { design: retry, .. } = step else { panic!("{step:?}") };
+            assert_eq!(retry.b_max() < fine.b_max(), below, "{lost} lost: {retry:?} after {fine:?}");
+        }
         // Whole and inconclusive without losses (badly paced): the answer.
         let e = estimate_of(cut_no_knee, fine.n, 0);
         assert_eq!(l.on_verdict(&fine, &e, &records_of(&fine, fine.n as usize)).unwrap(), LadderStep::Answer(1));
