@@ -8,7 +8,7 @@
 
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
 use crate::wire::{ip_udp_overhead, AddressToken, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
-use headroom_core::abw::autorange::{AutoRange, Next, DEFAULT_TOP};
+use headroom_core::abw::autorange::{AutoRange, Ladder, LadderStep, DEFAULT_TOP};
 use headroom_core::abw::shaper::{ShaperEstimate, SHAPER_DELTA_P};
 use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
@@ -832,70 +832,42 @@ impl ProbeSession {
                     (design_for(&wide, server.is_ipv6())?, None)
                 }
                 Method::PathQuick => {
-                    let mut plan = auto_range_plan(options, top, smallest, largest);
-                    let mut next = plan.first()?;
-                    // A coarse train is judged whole (no cut at the deadline): its tail is the
-                    // queue it built, and the next train must not meet it (at 10 Mbit/s the
-                    // 500 Mbit/s coarse train leaves 19 ms of its own packets queued).
+                    // The ladder (`Ladder`): coarse trains judged whole, the fine train cut at
+                    // the deadline, at most one retry after the queue it built has drained.
+                    let plan = auto_range_plan(options, top, smallest, largest);
+                    let mut ladder = Ladder::from_plan(plan, options.estimator.max_loss_fraction);
                     let whole = EstimateOptions { judge_slack: None, ..options.clone() };
-                    let fine = loop {
-                        let coarse = match next {
-                            Next::Fine(d) => break d,
-                            Next::Coarse(d) => d,
-                        };
-                        let rep =
-                            match self.run_one(&whole, &TrainDesign::PathQuick(coarse), &mut waited, &mut handshake)? {
-                                TrainRun::Done((rep, kernel)) => {
-                                    all_kernel &= kernel;
-                                    rep
-                                }
-                                TrainRun::Refused(e) => return Err(e),
-                            };
-                        // A coarse train that emptied a shaper's bucket is the answer: its rate
-                        // is the fitted token rate, not the coarse knee, and a fine train around
-                        // it would carry too few bytes beyond the rate to empty the bucket again.
-                        if rep.estimate.shaper.is_some() && matches!(rep.estimate.outcome, Outcome::Estimate(_)) {
-                            tracked = Some((TrainDesign::PathQuick(coarse), rep));
-                            break coarse;
-                        }
-                        let outcome = rep.estimate.outcome.clone();
-                        ranging.push(rep);
-                        next = plan.next(&coarse, &outcome)?.unwrap_or(Next::Fine(coarse));
-                    };
-                    // The fine train once; a bound (the coarse reading was off by more than the
-                    // fine range allows) buys one more fine train beyond it (`AutoRange::retry`).
-                    let fine = if tracked.is_some() {
-                        fine
-                    } else {
-                        let design = TrainDesign::PathQuick(fine);
-                        match self.run_one(options, &design, &mut waited, &mut handshake)? {
-                            TrainRun::Done((rep, kernel)) => {
-                                all_kernel &= kernel;
-                                // An inconclusive train is retried only when it overflowed
-                                // the buffer (a badly paced one says nothing about the range).
-                                let e = &rep.estimate;
-                                let overflowed = e.lost as f64 > options.estimator.max_loss_fraction * e.packets as f64;
-                                let retry = match e.outcome {
-                                    Outcome::Inconclusive { .. } if !overflowed => None,
-                                    ref o => plan.retry(&fine, o)?,
+                    let mut sent: Vec<(QuickDesign, TrainReport)> = Vec::new();
+                    let mut step = ladder.first()?;
+                    let answer = loop {
+                        match step {
+                            LadderStep::Answer(i) => break i,
+                            LadderStep::Train { design, whole: judge_whole, wait } => {
+                                std::thread::sleep(Duration::from_nanos(wait.0));
+                                let run_options = if judge_whole { &whole } else { options };
+                                let train = TrainDesign::PathQuick(design);
+                                let rep = match self.run_one(run_options, &train, &mut waited, &mut handshake)? {
+                                    TrainRun::Done((rep, kernel)) => {
+                                        all_kernel &= kernel;
+                                        rep
+                                    }
+                                    TrainRun::Refused(e) => return Err(e),
                                 };
-                                match retry {
-                                    Some(again) => {
-                                        // The fine train was judged at its deadline: let the
-                                        // queue it built drain before the retry meets it.
-                                        std::thread::sleep(built_queue(&rep.records));
-                                        ranging.push(rep);
-                                        again
-                                    }
-                                    None => {
-                                        tracked = Some((design, rep));
-                                        fine
-                                    }
-                                }
+                                step = ladder.on_verdict(&design, &rep.estimate, &rep.records)?;
+                                sent.push((design, rep));
                             }
-                            TrainRun::Refused(e) => return Err(e),
                         }
                     };
+                    let mut answer_train = None;
+                    for (i, (d, rep)) in sent.into_iter().enumerate() {
+                        if i == answer {
+                            answer_train = Some((d, rep));
+                        } else {
+                            ranging.push(rep);
+                        }
+                    }
+                    let (fine, rep) = answer_train.expect("the ladder answers with a train it sent");
+                    tracked = Some((TrainDesign::PathQuick(fine), rep));
                     (TrainDesign::PathQuick(fine), None)
                 }
             }
@@ -988,17 +960,6 @@ impl ProbeSession {
             trains: reports,
         })
     }
-}
-
-/// The queue a train built by its last received packet (its highest one-way delay above its
-/// lowest), at most 2 s: a train judged at its deadline leaves at least this much of its tail
-/// queued. At 10 Mbit/s with 3 Mbit/s of cross traffic a fine train designed from a coarse
-/// reading twice too high filled the 100-packet buffer, and the retry sent at once read
-/// "below range, 0.22 Mbit/s" in 2 of 9 estimates (issue 19, session 5).
-fn built_queue(records: &[ProbeRecord]) -> Duration {
-    let delays = records.iter().filter_map(|r| r.recv_time.map(|t| t.0 as i128 - r.send_time.0 as i128));
-    let (lo, hi) = delays.fold((i128::MAX, i128::MIN), |(lo, hi), d| (lo.min(d), hi.max(d)));
-    Duration::from_nanos(if hi > lo { (hi - lo).min(2_000_000_000) as u64 } else { 0 })
 }
 
 /// The shaper of an estimate: seen by more than half of its trains, their mean rate and burst.
@@ -1229,26 +1190,5 @@ impl TrainLink<'_> {
             }
         }
         rx.finish(realtime_now()).ok_or(ProbeError::Timeout { server, waiting_for: "probe train", after: timeout })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_queue_a_train_built_is_its_delay_range_over_received_packets() {
-        let rec = |i: u32, send_ms: u64, recv_ms: Option<u64>| ProbeRecord {
-            index: i,
-            send_time: Time(send_ms * 1_000_000),
-            recv_time: recv_ms.map(|r| Time(r * 1_000_000)),
-            size: Bytes(100),
-        };
-        let train = [rec(0, 0, Some(10)), rec(1, 1, Some(16)), rec(2, 2, None), rec(3, 3, Some(43))];
-        assert_eq!(built_queue(&train), Duration::from_millis(30));
-        assert_eq!(built_queue(&train[..1]), Duration::ZERO);
-        assert_eq!(built_queue(&[rec(0, 0, None)]), Duration::ZERO);
-        let stuck = [rec(0, 0, Some(1)), rec(1, 1, Some(10_000))];
-        assert_eq!(built_queue(&stuck), Duration::from_secs(2), "capped");
     }
 }

@@ -480,7 +480,10 @@ fn auto_ranging_sends_a_coarse_train_then_one_designed_from_it_under_the_servers
         e.ranging.iter().map(|t| &t.estimate.outcome).collect::<Vec<_>>()
     );
     let coarse = &e.ranging[0].estimate;
-    assert!(coarse.probed.1 <= Rate::from_mbps(40) && coarse.probed.1 > Rate::from_mbps(35), "{:?}", coarse.probed);
+    // The rates probed come from the measured send gaps: the 67-packet coarse train (issue 19
+    // session 7; 31 packets before) has more gaps a loopback pacer sends a little early, and
+    // read up to 42.0 Mbit/s for its 40 Mbit/s top in 3 of 4 runs.
+    assert!(coarse.probed.1 <= Rate::from_mbps(44) && coarse.probed.1 > Rate::from_mbps(35), "{:?}", coarse.probed);
     assert!(matches!(coarse.outcome, Outcome::AboveRange { .. } | Outcome::Inconclusive { .. }), "{}", coarse.outcome);
     let TrainDesign::PathQuick(fine) = e.design else { panic!("the answer's train is PathQuick") };
     assert!(fine.delta_p <= Bytes(12), "at most the paper's ΔP: {:?}", fine.delta_p);

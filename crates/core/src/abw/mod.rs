@@ -44,6 +44,8 @@ pub mod autorange;
 pub mod compare;
 pub mod excursion;
 pub mod growth;
+#[cfg(test)]
+mod ladder_harness;
 pub mod pathchirp;
 pub mod pathquick;
 pub mod shaper;

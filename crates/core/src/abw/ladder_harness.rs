@@ -1,0 +1,238 @@
+//! The whole auto-ranging ladder (coarse trains, fine train, retry) on a packet-level path, with
+//! no testbed: `cargo test --release -p headroom-core abw::ladder_harness -- --ignored
+//! --nocapture` (issue 19, session 7).
+//!
+//! The path is the testbed's exact link: one FIFO at `C` with a drop-tail buffer of `B` packets,
+//! Poisson cross traffic of 1,000-byte packets (the bench's generator) running all the time,
+//! then the propagation delay `d` each way; the receiver's timestamps carry ±10 µs of noise.
+//! The client is [`super::autorange::Ladder`] as `headroom probe` drives it: each START leaves
+//! the client when the last train was judged (after the wait for its queue when the ladder asks
+//! for one) and the train enters the bottleneck `d` later; coarse trains are judged whole, the
+//! others cut as the client cuts them ([`JudgePolicy::socket_receiver`] with the sender-following
+//! deadline, 10 ms of slack); the server's END is a 40-byte packet behind the train. An
+//! estimate's time is the bench's: the sum over its trains of START → verdict.
+
+use std::collections::VecDeque;
+
+use super::autorange::{AutoRange, Ladder, LadderStep, DEFAULT_TOP};
+use super::train::{JudgePolicy, Poll, TrainJudge};
+use super::{EstimatorConfig, Outcome, QuickDesign, TrainVerdict, RAMP_DECREASE_FACTOR};
+use crate::rng::Rng;
+use crate::units::{Bytes, Dur, Time};
+
+/// The exact link shared with Poisson cross traffic.
+pub struct Path {
+    pub c: f64,
+    pub x: f64,
+    pub buffer: usize,
+    pub delay: f64,
+    rng: Rng,
+    next_cross: f64,
+    /// Departure times of the packets in the system.
+    queue: VecDeque<f64>,
+    last_departure: f64,
+}
+
+impl Path {
+    pub fn new(c: f64, x: f64, buffer: usize, delay: f64, seed: u64) -> Path {
+        let mut rng = Rng::new(seed);
+        let next_cross = if x > 0.0 { rng.exponential(8000.0 / x) } else { f64::INFINITY };
+        Path { c, x, buffer, delay, rng, next_cross, queue: VecDeque::new(), last_departure: 0.0 }
+    }
+
+    fn offer(&mut self, t: f64, bits: f64) -> Option<f64> {
+        while self.queue.front().is_some_and(|&d| d <= t) {
+            self.queue.pop_front();
+        }
+        if self.queue.len() >= self.buffer {
+            return None;
+        }
+        self.last_departure = self.last_departure.max(t) + bits / self.c;
+        self.queue.push_back(self.last_departure);
+        Some(self.last_departure)
+    }
+
+    /// A packet of `bits` reaches the bottleneck at `t`: its departure, or `None` if dropped.
+    pub fn send(&mut self, t: f64, bits: f64) -> Option<f64> {
+        while self.next_cross <= t {
+            let at = self.next_cross;
+            self.offer(at, 8000.0);
+            self.next_cross += self.rng.exponential(8000.0 / self.x);
+        }
+        self.offer(t, bits)
+    }
+
+    pub fn noise(&mut self) -> f64 {
+        self.rng.uniform_range(-10e-6, 10e-6)
+    }
+}
+
+/// One train of `design` asked for at `start` (s, the client's clock = the path's): its verdict
+/// and when the client had it.
+pub fn run_train(path: &mut Path, design: &QuickDesign, start: f64, cut: bool, cfg: EstimatorConfig) -> TrainVerdict {
+    let schedule = design.schedule();
+    let len = design.train_length();
+    let rtt = Dur::from_secs_f64(2.0 * path.delay);
+    let policy = if cut {
+        JudgePolicy {
+            cut_after_sender: Some(Dur::from_millis(10)),
+            ..JudgePolicy::socket_receiver(Some(rtt + len + Dur::from_millis(10)), len + Dur::from_secs(2))
+        }
+    } else {
+        JudgePolicy::socket_receiver(None, len + Dur::from_secs(2))
+    };
+    let ns = |s: f64| Time((s * 1e9).round() as u64);
+    let mut judge = TrainJudge::new(&schedule, ns(start), policy, cfg);
+    let first = start + path.delay;
+    let mut arrivals: Vec<(f64, u32, f64)> = Vec::new();
+    for (i, p) in schedule.iter().enumerate() {
+        let at = first + p.offset.as_secs_f64();
+        if let Some(dep) = path.send(at, p.size.0 as f64 * 8.0) {
+            let noise = path.noise();
+            arrivals.push((dep + path.delay, i as u32, dep + path.delay + noise));
+        }
+    }
+    let end_sent = first + len.as_secs_f64();
+    let end = path.send(end_sent, 320.0).map(|d| d + path.delay);
+    arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (now, i, stamp) in arrivals {
+        while let Some(w) = judge.wake().filter(|w| *w <= ns(now) && judge.judgement().is_none()) {
+            judge.poll(w);
+        }
+        judge.on_packet(ns(now), i, Some(Time(schedule[i as usize].offset.0)), ns(stamp));
+    }
+    if let Some(e) = end {
+        while let Some(w) = judge.wake().filter(|w| *w <= ns(e) && judge.judgement().is_none()) {
+            judge.poll(w);
+        }
+        judge.on_end(ns(e));
+    }
+    while judge.judgement().is_none() {
+        match judge.poll(judge.wake().expect("a deadline")) {
+            Poll::Done | Poll::Wait { .. } => {}
+        }
+    }
+    judge.verdict().expect("judged")
+}
+
+/// The client's estimator (`EstimateOptions::for_method(PathQuick)`).
+pub fn client_estimator() -> EstimatorConfig {
+    EstimatorConfig {
+        delay_floor: Dur::from_micros(20),
+        decrease_factor: RAMP_DECREASE_FACTOR,
+        growth_fit: true,
+        detect_shaper: true,
+        ..EstimatorConfig::default()
+    }
+}
+
+/// One auto-ranged estimate from `t0`: the answer, the time (sum of START → verdict), the
+/// trains sent, the answer train's length, and when the client was done.
+pub struct LadderRun {
+    pub outcome: Outcome,
+    pub time: f64,
+    pub trains: Vec<(QuickDesign, Outcome, u32)>,
+    pub answer_length: f64,
+    pub done_at: f64,
+}
+
+pub fn run_ladder(path: &mut Path, mut ladder: Ladder, t0: f64) -> LadderRun {
+    let cfg = client_estimator();
+    let mut t = t0;
+    let mut time = 0.0;
+    let mut trains = Vec::new();
+    let mut step = ladder.first().expect("first train");
+    loop {
+        match step {
+            LadderStep::Train { design, whole, wait } => {
+                t += wait.as_secs_f64();
+                let v = run_train(path, &design, t, !whole, cfg);
+                let took = v.judgement.ready_at.0 as f64 / 1e9 - t;
+                let decided = v.judgement.decided_at.0 as f64 / 1e9;
+                time += took;
+                t = decided;
+                trains.push((design, v.estimate.outcome.clone(), v.estimate.lost));
+                step = ladder.on_verdict(&design, &v.estimate, &v.records).expect("next train");
+            }
+            LadderStep::Answer(i) => {
+                let (d, o, _) = trains[i].clone();
+                return LadderRun {
+                    outcome: o,
+                    time,
+                    trains,
+                    answer_length: d.train_length().as_secs_f64(),
+                    done_at: t,
+                };
+            }
+        }
+    }
+}
+
+/// Median and 90th percentile.
+fn med_p90(v: &mut [f64]) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    (q(0.5), q(0.9))
+}
+
+#[test]
+#[ignore]
+fn ladder_harness() {
+    let runs: usize = std::env::var("LADDER_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let verbose = std::env::var("LADDER_VERBOSE").is_ok();
+    println!("ladder harness: {runs} estimates per row, 300 ms between estimates, error in % of C");
+    let coarse_sigma = match std::env::var("LADDER_COARSE_SIGMA").ok().and_then(|s| s.parse::<f64>().ok()) {
+        Some(s) if s > 0.0 => Some(s),
+        Some(_) => None,
+        None => Some(super::autorange::COARSE_SIGMA),
+    };
+    let only: Option<f64> = std::env::var("LADDER_C").ok().and_then(|s| s.parse().ok());
+    println!("coarse sigma {coarse_sigma:?} (LADDER_COARSE_SIGMA; 0 = the 31-packet coarse trains)");
+    for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
+        if only.is_some_and(|o| o * 1e6 != c) {
+            continue;
+        }
+        for load in [0.0, 0.3, 0.6, 0.9] {
+            let a = c * (1.0 - load);
+            let mut path = Path::new(c, c * load, buffer, delay, 7 + (load * 10.0) as u64);
+            let mut t = 2.0;
+            let (mut errs, mut times, mut over, mut ntrains) = (Vec::new(), Vec::new(), 0, 0);
+            for k in 0..runs {
+                let plan = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500)).with_coarse_sigma(coarse_sigma);
+                let ladder = Ladder::from_plan(plan, client_estimator().max_loss_fraction);
+                let r = run_ladder(&mut path, ladder, t);
+                t = r.done_at + 0.3;
+                let e = r.outcome.value().map_or(100.0, |v| 100.0 * (v.bps() as f64 - a).abs() / c);
+                errs.push(e);
+                times.push(r.time * 1e3);
+                ntrains += r.trains.len();
+                let budget = 2.0 * r.answer_length + 2.0 * delay + 0.020;
+                over += (r.time > budget) as u32;
+                if verbose {
+                    let seq: Vec<String> = r
+                        .trains
+                        .iter()
+                        .map(|(d, o, lost)| {
+                            format!(
+                                "[{:.1}-{:.1} {:.1}ms, {lost} lost: {}]",
+                                d.b_min().as_mbps(),
+                                d.b_max().as_mbps(),
+                                d.train_length().as_secs_f64() * 1e3,
+                                o
+                            )
+                        })
+                        .collect();
+                    println!("  {k:>2} e {e:>5.1} % {:>6.1} ms {}", r.time * 1e3, seq.join(" "));
+                }
+            }
+            let (m, p) = med_p90(&mut errs);
+            let (tm, tp) = med_p90(&mut times);
+            println!(
+                "C {:>3} Mbit/s load {:.1}: median |e| {m:>5.1} % p90 {p:>5.1} %  time med {tm:>6.1} ms p90 {tp:>6.1} ms  over budget {over}/{runs}  trains {:.1}",
+                c / 1e6,
+                load,
+                ntrains as f64 / runs as f64
+            );
+        }
+    }
+}
