@@ -141,7 +141,7 @@ fn imtcp_background_mode_on_rtt_min_leaves_reno_90_percent() {
         100.0 * alone / CEILING_50,
         100.0 * reno / CEILING_50
     );
-    assert!(alone <= 0.8 * CEILING_50 && alone >= 0.4 * CEILING_50, "alone {alone:.1} Mbit/s");
+    assert!((0.4 * CEILING_50..=0.8 * CEILING_50).contains(&alone), "alone {alone:.1} Mbit/s");
     assert!(reno >= 0.9 * CEILING_50, "Reno beside the background mode on RTT_min: {reno:.1} Mbit/s after 10 s");
 }
 
