@@ -358,6 +358,11 @@ pub fn send_options(a: &SendArgs) -> Result<SendOptions> {
     })
 }
 
+/// Does this side send an inline measurement (--measure or --background, not --reverse)?
+fn measuring(a: &SendArgs) -> bool {
+    (a.measure || a.background) && !a.reverse
+}
+
 /// Kernel congestion controls that pace a socket themselves (`sk_pacing_status`): they send a
 /// measurement stream at their pacing rate, not at the planned gaps.
 const PACING_CCS: [&str; 2] = ["bbr", "bbr2"];
@@ -366,7 +371,7 @@ const PACING_CCS: [&str; 2] = ["bbr", "bbr2"];
 /// --background) on a system whose default paces (`system`), cubic instead; with a note for
 /// the user when it chose or when the choice defeats the measurement.
 fn sender_cc(a: &SendArgs, system: Option<&str>) -> (Option<String>, Option<String>) {
-    let measuring = (a.measure || a.background) && !a.reverse;
+    let measuring = measuring(a);
     match (&a.cc, system) {
         (Some(cc), _) if measuring && PACING_CCS.contains(&cc.as_str()) => (
             Some(cc.clone()),
@@ -388,7 +393,7 @@ pub fn run_send(a: SendArgs) -> Result<()> {
     if let Some(n) = note {
         eprintln!("headroom send: {n}");
     }
-    if (a.measure || a.background) && !a.reverse && !a.no_realtime {
+    if measuring(&a) && !a.no_realtime {
         if let Err(e) = crate::probe::try_realtime() {
             eprintln!(
                 "headroom send: warning: no real-time priority ({e}): on a busy host the measurement \

@@ -60,9 +60,9 @@ impl EmulatedCpu {
         stats.cpu_busy_ns.fetch_add(cost.as_nanos(), Relaxed);
         stats.cpu_wait_ns.fetch_add(waited.as_nanos(), Relaxed);
         stats.cpu_jobs.fetch_add(1, Relaxed);
-        let waited = Duration::from_nanos(waited.as_nanos());
-        let spacing = Duration::from_nanos(cost.as_nanos() / packets.max(1));
-        self.policy.lock().expect("policy lock").on_queue_delay(now + waited, waited, packets, spacing);
+        let start = now + Duration::from_nanos(waited.as_nanos());
+        let spacing = Dur(cost.as_nanos() / packets.max(1));
+        self.policy.lock().expect("policy lock").on_queue_delay(start, waited, packets, spacing);
         self.origin + Duration::from_nanos(end.as_nanos())
     }
 

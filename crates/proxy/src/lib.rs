@@ -260,8 +260,9 @@ pub fn bind_reuseport(addr: SocketAddr, n: usize, upstream: SocketAddr) -> anyho
 /// IPv6.
 fn bind_listener(addr: SocketAddr, transparent: bool, reuseport: bool) -> anyhow::Result<TcpListener> {
     let dual = transparent && addr.ip() == IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
-    let (s, addr) = match (dual, TcpSocket::new_v6()) {
-        (true, Ok(s)) => {
+    let v6 = if dual { TcpSocket::new_v6().ok() } else { None };
+    let (s, addr) = match v6 {
+        Some(s) => {
             sock::set_dual_stack(&s).context("IPV6_V6ONLY")?;
             (s, SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), addr.port()))
         }

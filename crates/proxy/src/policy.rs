@@ -89,11 +89,10 @@ impl PolicyDriver {
     /// queue, standing for `packets` packets served `spacing` apart: fed to the policy as one
     /// sample of `waited` per packet, each at its packet's service start (see the module
     /// documentation).
-    pub fn on_queue_delay(&mut self, start: Instant, waited: Duration, packets: u64, spacing: Duration) {
-        let w = Dur(u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX));
+    pub fn on_queue_delay(&mut self, start: Instant, waited: Dur, packets: u64, spacing: Dur) {
+        let first = self.time(start);
         for i in 0..packets.max(1) {
-            let t = self.time(start + spacing * u32::try_from(i).unwrap_or(u32::MAX));
-            self.policy.on_queue_delay(t, w);
+            self.policy.on_queue_delay(first + Dur(spacing.0.saturating_mul(i)), waited);
         }
     }
 
@@ -156,19 +155,19 @@ mod tests {
         assert!(d.would_split(o));
         // One job of 20 packets that waited 10 ms: 20 samples, the average goes above 2 ms
         // (it would stay at 10/8 = 1.25 ms as a single sample).
-        let us = Duration::from_micros(250);
-        d.on_queue_delay(ms(1), Duration::from_millis(10), 20, us);
+        let us = Dur::from_micros(250);
+        d.on_queue_delay(ms(1), Dur::from_millis(10), 20, us);
         assert!(!d.on_new_connection(ms(2), src).is_split());
         assert!(!d.would_split(ms(2)));
         // Short waits bring it back under the target.
         for k in 0..10 {
-            d.on_queue_delay(ms(3 + k), Duration::ZERO, 10, us);
+            d.on_queue_delay(ms(3 + k), Dur::ZERO, 10, us);
         }
         assert!(d.would_split(ms(13)));
         // A long wait again: a job of 400 packets of 250 us served from 20 ms to 120 ms. Its
         // service is not idleness: 60 ms after its start (past the 50 ms reset counted from the
         // reservation) it still does not split; 50 ms after its last packet it splits again.
-        d.on_queue_delay(ms(20), Duration::from_millis(50), 400, us);
+        d.on_queue_delay(ms(20), Dur::from_millis(50), 400, us);
         assert!(!d.would_split(ms(21)));
         assert!(!d.on_new_connection(ms(80), src).is_split());
         assert!(!d.would_split(ms(120 + 45)));

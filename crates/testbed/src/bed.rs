@@ -171,22 +171,19 @@ pub fn spawn_in_netns<T: Send + 'static>(
         .context("spawning a thread")
 }
 
-/// IPv6 forwarding for a router of a topology that carries IPv6 (the chain). Not for the
-/// dumbbell's routers: a forwarding interface joins the all-routers groups, and its MLD reports
-/// would take places in the emulated links' queues that tests count.
-pub(crate) fn write_ipv6_forwarding(netns: &str) -> Result<()> {
-    run_in_netns(netns, move || {
-        let v6 = "/proc/sys/net/ipv6/conf/all/forwarding";
-        fs::write(v6, "1").with_context(|| format!("writing {v6}"))
-    })
-}
-
-pub(crate) fn write_sysctls(netns: &str, router: bool) -> Result<()> {
+/// The namespace's sysctls: reverse-path filtering off; IPv4 forwarding on a `router`; IPv6
+/// forwarding where `ipv6_router` (a router of a topology that carries IPv6, the chain). Not
+/// for the dumbbell's routers: a forwarding interface joins the all-routers groups, and its MLD
+/// reports would take places in the emulated links' queues that tests count.
+pub(crate) fn write_sysctls(netns: &str, router: bool, ipv6_router: bool) -> Result<()> {
     run_in_netns(netns, move || {
         let mut settings =
             vec![("/proc/sys/net/ipv4/conf/all/rp_filter", "0"), ("/proc/sys/net/ipv4/conf/default/rp_filter", "0")];
         if router {
             settings.push(("/proc/sys/net/ipv4/ip_forward", "1"));
+        }
+        if ipv6_router {
+            settings.push(("/proc/sys/net/ipv6/conf/all/forwarding", "1"));
         }
         for (path, v) in settings {
             fs::write(path, v).with_context(|| format!("writing {path}"))?;
@@ -527,7 +524,7 @@ impl Testbed {
             ip_batch(Some(ns), lines)?;
         }
         for ns in &self.run.namespaces {
-            write_sysctls(ns, ns == &self.left_ns || ns == &self.right_ns)?;
+            write_sysctls(ns, ns == &self.left_ns || ns == &self.right_ns, false)?;
         }
         // access link rate limits
         for (i, (h, spec)) in self.run.hosts.iter().zip(&topo.hosts).enumerate() {

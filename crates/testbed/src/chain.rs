@@ -211,10 +211,8 @@ impl Chain {
         let root: Vec<String> = namespaces.iter().map(|ns| format!("netns add {ns}")).collect();
         bed::ip_batch(None, &root)?;
         for (j, ns) in namespaces.iter().enumerate() {
-            bed::write_sysctls(ns, j > 0 && j < k)?;
-            if ipv6 && j > 0 && j < k {
-                bed::write_ipv6_forwarding(ns)?;
-            }
+            let router = j > 0 && j < k;
+            bed::write_sysctls(ns, router, ipv6 && router)?;
         }
         // The TUN devices, opened from inside each node: (upstream end, downstream end) per segment.
         let nss = namespaces.clone();
@@ -257,7 +255,7 @@ impl Chain {
                 if let Some((s, end)) = via {
                     lines.push(format!("route add 10.9.{m}.0/24 dev {} src {}", seg_dev(s), seg_addr(s, end)));
                     if ipv6 {
-                        let net = Ipv6Addr::new(0xfd09, 0, 0, m as u16, 0, 0, 0, 0);
+                        let net = seg_addr6(m, 0);
                         lines.push(format!("route add {net}/64 dev {} src {}", seg_dev(s), seg_addr6(s, end)));
                     }
                 }

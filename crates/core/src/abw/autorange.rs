@@ -55,7 +55,8 @@
 //!
 //! The same reasoning sizes the coarse trains, at a coarse σ = [`COARSE_SIGMA`] (25 % of the
 //! capacity): a coarse train topped at `B` lasts `busy_window(B/16, σ)` = `8·P_x/(4·(B/16)·σ²)`
-//! (at least [`COARSE_PACKETS`] packets, at most [`MAX_COARSE_LENGTH`]), `ΔP` from Eqs. 1–2.
+//! (at most [`MAX_COARSE_LENGTH`], but never fewer than [`COARSE_PACKETS`] packets, which wins
+//! when both bind: the 1.1 Mbit/s rung's 31 packets last about 331 ms), `ΔP` from Eqs. 1–2.
 //! `B/16` is the bottom of the rung the train must judge (its `B_min` is about `B/21`), where
 //! the window is longest. The session-6 coarse trains had 31 packets whatever the rate:
 //! 0.7 ms at 500 Mbit/s and 10 ms at 36 Mbit/s, in which 90 Mbit/s of cross traffic of
@@ -386,14 +387,19 @@ impl Ladder {
         Ladder { plan, max_loss_fraction, rung: Rung::Coarse, sent: 0 }
     }
 
-    /// [`Ladder::from_plan`] of [`AutoRange::new`].
-    pub fn new(top: Rate, smallest: Bytes, largest: Bytes, max_loss_fraction: f64) -> Ladder {
-        Ladder::from_plan(AutoRange::new(top, smallest, largest), max_loss_fraction)
-    }
-
     fn train(&mut self, design: QuickDesign, whole: bool, wait: Dur) -> LadderStep {
         self.sent += 1;
         LadderStep::Train { design, whole, wait }
+    }
+
+    /// Did the judged train overflow the buffer? "Above range" with any packet lost (a train
+    /// that never queued cannot have lost to a full queue of its own), or more losses than the
+    /// estimator's limit.
+    fn overflowed(&self, e: &TrainEstimate) -> bool {
+        match e.outcome {
+            Outcome::AboveRange { .. } => e.lost > 0,
+            _ => e.lost as f64 > self.max_loss_fraction * e.packets as f64,
+        }
     }
 
     /// The first train.
@@ -425,12 +431,8 @@ impl Ladder {
                 if estimate.shaper.is_some() && matches!(estimate.outcome, Outcome::Estimate(_)) {
                     return Ok(LadderStep::Answer(this));
                 }
-                let lossy = |e: &TrainEstimate| match e.outcome {
-                    Outcome::AboveRange { .. } => e.lost > 0,
-                    _ => e.lost as f64 > self.max_loss_fraction * e.packets as f64,
-                };
                 let outcome = match estimate.outcome {
-                    Outcome::Inconclusive { .. } | Outcome::AboveRange { .. } if lossy(estimate) => {
+                    Outcome::Inconclusive { .. } | Outcome::AboveRange { .. } if self.overflowed(estimate) => {
                         Outcome::BelowRange { at_most: design.b_min() }
                     }
                     ref o => o.clone(),
@@ -439,12 +441,11 @@ impl Ladder {
                 Ok(self.step(next))
             }
             Rung::Fine => {
-                let overflowed = estimate.lost as f64 > self.max_loss_fraction * estimate.packets as f64;
                 let cut = records.len() < design.n as usize;
                 let retry = match estimate.outcome {
-                    Outcome::Inconclusive { .. } if !overflowed && !cut => None,
+                    Outcome::Inconclusive { .. } if !self.overflowed(estimate) && !cut => None,
                     // A train that never queued cannot overflow a buffer: retried below.
-                    Outcome::AboveRange { .. } if estimate.lost > 0 => {
+                    Outcome::AboveRange { .. } if self.overflowed(estimate) => {
                         self.plan.retry(design, &Outcome::Inconclusive { reason: "above range with losses".into() })?
                     }
                     ref o => self.plan.retry(design, o)?,

@@ -1107,7 +1107,7 @@ mod growth_fit_verdicts {
 
     #[test]
     fn a_train_queued_from_its_first_packet_is_still_below_range() {
-        // The first coarse train (36–500 Mbit/s) on a 10 Mbit/s link with 3 Mbit/s of cross
+        // The first coarse train (about 23–500 Mbit/s) on a 10 Mbit/s link with 3 Mbit/s of cross
         // traffic: every gap probes more than A = 7 Mbit/s.
         let plan = AutoRange::new(Rate::from_mbps(500), Bytes(48), Bytes(1500));
         let sched = plan.coarse(Rate::from_mbps(500)).unwrap().schedule();

@@ -15,9 +15,10 @@
 use std::collections::VecDeque;
 
 use super::autorange::{AutoRange, Ladder, LadderStep, DEFAULT_TOP};
-use super::train::{JudgePolicy, Poll, TrainJudge};
+use super::train::{JudgePolicy, TrainJudge};
 use super::{EstimatorConfig, Outcome, QuickDesign, TrainVerdict, RAMP_DECREASE_FACTOR};
 use crate::rng::Rng;
+use crate::stats::Sorted;
 use crate::units::{Bytes, Dur, Time};
 
 /// The exact link shared with Poisson cross traffic.
@@ -108,9 +109,7 @@ pub fn run_train(path: &mut Path, design: &QuickDesign, start: f64, cut: bool, c
         judge.on_end(ns(e));
     }
     while judge.judgement().is_none() {
-        match judge.poll(judge.wake().expect("a deadline")) {
-            Poll::Done | Poll::Wait { .. } => {}
-        }
+        judge.poll(judge.wake().expect("a deadline"));
     }
     judge.verdict().expect("judged")
 }
@@ -169,9 +168,9 @@ pub fn run_ladder(path: &mut Path, mut ladder: Ladder, t0: f64) -> LadderRun {
 }
 
 /// Median and 90th percentile.
-fn med_p90(v: &mut [f64]) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+fn med_p90(v: &[f64]) -> (f64, f64) {
+    let sorted = Sorted::from(v);
+    let q = |p: f64| sorted.quantile(p).expect("at least one estimate per row");
     (q(0.5), q(0.9))
 }
 
@@ -225,8 +224,8 @@ fn ladder_harness() {
                     println!("  {k:>2} e {e:>5.1} % {:>6.1} ms {}", r.time * 1e3, seq.join(" "));
                 }
             }
-            let (m, p) = med_p90(&mut errs);
-            let (tm, tp) = med_p90(&mut times);
+            let (m, p) = med_p90(&errs);
+            let (tm, tp) = med_p90(&times);
             println!(
                 "C {:>3} Mbit/s load {:.1}: median |e| {m:>5.1} % p90 {p:>5.1} %  time med {tm:>6.1} ms p90 {tp:>6.1} ms  over budget {over}/{runs}  trains {:.1}",
                 c / 1e6,
