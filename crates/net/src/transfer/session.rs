@@ -67,6 +67,10 @@ pub struct SendOptions {
     /// Sender: how long to wait for the receiver's account after the last byte *without new
     /// progress from it* (see [`STALL_WAIT`], the default).
     pub account_wait: Duration,
+    /// Plain sender ([`Mode::Bulk`], not `reverse`): cap the kernel's pacing rate
+    /// ([`sock::set_max_pacing_rate`], `SO_MAX_PACING_RATE`), which turns on TCP's internal
+    /// pacing: a constant-rate background at most this fast (`send --max-rate`).
+    pub max_pacing_rate: Option<Rate>,
 }
 
 impl Default for SendOptions {
@@ -81,6 +85,7 @@ impl Default for SendOptions {
             connect_timeout: Duration::from_secs(5),
             stop: None,
             account_wait: STALL_WAIT,
+            max_pacing_rate: None,
         }
     }
 }
@@ -118,6 +123,13 @@ pub struct TransferReport {
     pub cc: Option<String>,
     /// Payload bytes this side sent (written) or received.
     pub bytes: u64,
+    /// Sender: payload bytes the peer's TCP had acknowledged when the sending loop ended
+    /// (`TCP_INFO` `bytes_acked`). `bytes` counts what was *written*, which includes the socket's
+    /// send queue at the end (with a time limit, up to the autotuned send buffer): its rate
+    /// reads high by that queue over the duration; [`TransferReport::acked_rate`] does not.
+    pub acked: Option<u64>,
+    /// Sender: the socket's pacing cap at the end (`SO_MAX_PACING_RATE`), when one was set.
+    pub pacing_cap: Option<Rate>,
     pub duration: Duration,
     pub rate: Rate,
     /// The receiver's account (payload received, mismatched bytes); None when the transfer
@@ -150,6 +162,13 @@ pub enum TransferError {
     /// Bad options.
     Invalid(String),
     Io(io::Error),
+}
+
+impl TransferReport {
+    /// Sender: acknowledged payload over the duration (see [`TransferReport::acked`]).
+    pub fn acked_rate(&self) -> Option<Rate> {
+        self.acked.map(|a| rate_of(a, self.duration))
+    }
 }
 
 impl std::fmt::Display for TransferError {
@@ -314,6 +333,16 @@ fn validate(opts: &SendOptions) -> Result<(), TransferError> {
     if matches!(opts.limit, SendLimit::Bytes(0)) || matches!(opts.limit, SendLimit::Time(d) if d.is_zero()) {
         return Err(TransferError::Invalid("the byte or time limit must be positive".into()));
     }
+    if opts.max_pacing_rate.is_some() && (opts.reverse || opts.mode != Mode::Bulk) {
+        return Err(TransferError::Invalid(
+            "--max-rate caps the kernel's pacing of a plain sender: not with --reverse (the server sends) \
+             nor with --measure/--background (pacing would reshape the measurement streams)"
+                .into(),
+        ));
+    }
+    if opts.max_pacing_rate.is_some_and(|r| r.0 < 8) {
+        return Err(TransferError::Invalid("--max-rate must be at least 1 byte per second".into()));
+    }
     if opts.interval.is_some_and(|i| i < Duration::from_millis(10)) {
         return Err(TransferError::Invalid("--interval must be at least 10 ms".into()));
     }
@@ -379,6 +408,9 @@ pub fn send_on(
         Err(e) => return Err(data_error(e)),
     }
     let _ = stream.set_nodelay(opts.mode != Mode::Bulk);
+    if let Some(r) = opts.max_pacing_rate {
+        sock::set_max_pacing_rate(fd, r).map_err(|e| TransferError::Invalid(format!("--max-rate: {e}")))?;
+    }
     if opts.reverse {
         let (sink, duration, interrupted) =
             receive(&mut stream, Sink::new(key, opts.verify), &opts.stop, opts.interval, on_interval)?;
@@ -414,6 +446,11 @@ fn sender_report(fd: i32, out: Sent, received: Option<Trailer>, verified: bool) 
         sent: true,
         cc: sock::congestion(fd).ok(),
         bytes: out.payload,
+        acked: Some(out.acked),
+        pacing_cap: sock::tcp_info(fd)
+            .ok()
+            .filter(|i| i.max_pacing_rate != u64::MAX)
+            .map(|i| Rate::from_bps(i.max_pacing_rate.saturating_mul(8))),
         duration: out.duration,
         rate: rate_of(out.payload, out.duration),
         received,
@@ -437,6 +474,8 @@ fn receiver_report(
         sent: false,
         cc,
         bytes: sink.payload,
+        acked: None,
+        pacing_cap: None,
         duration,
         rate: rate_of(sink.payload, duration),
         received: Some(Trailer { payload: sink.payload, mismatched: sink.mismatched, first_bad: sink.first_bad }),
@@ -451,6 +490,8 @@ fn receiver_report(
 /// What a sender loop did.
 pub(crate) struct Sent {
     pub payload: u64,
+    /// Payload the peer's TCP had acknowledged when the loop ended.
+    pub acked: u64,
     pub duration: Duration,
     pub interrupted: bool,
     pub estimates: Vec<Estimate>,
@@ -520,9 +561,11 @@ fn transmit(
             Err(e) => return Err(data_error(e)),
         }
     }
+    let duration = t0.elapsed();
     Ok(Sent {
         payload: source.payload(),
-        duration: t0.elapsed(),
+        acked: sock::tcp_info(fd).map_or(0, |i| i.bytes_acked.saturating_sub(base_acked)),
+        duration,
         interrupted,
         estimates: Vec::new(),
         measure: None,
