@@ -25,11 +25,14 @@
 //!   and the background's throughput against what the web leaves. Goals: page time within 5 %,
 //!   background ≥ 80 % of the leftover. The web-alone line also gives the fraction of the run
 //!   with at least one page in flight (the union of every client's page intervals).
-//! - **paced senders** (`--senders paced-40`, any 1..=100): kernel CUBIC with its pacing capped
+//! - **paced senders** (`--senders paced-40`, any 1..=200): kernel CUBIC with its pacing capped
 //!   at that percentage of the leftover measured earlier in the same round (the web alone, or
 //!   the foreground alone), by `SO_MAX_PACING_RATE` (`send --max-rate`): a constant-rate
 //!   background, as gentle as a sender of that rate can be without yielding. Swept over rates
 //!   they give the trade-off frontier that `send --background` is measured against.
+//!   `window-P` is the self-clocked counterpart: kernel CUBIC with a fixed in-flight limit
+//!   (`send --max-in-flight`) of P % of the leftover times the propagation RTT (2 × `--delay`),
+//!   whose rate falls as the queue grows.
 //! - **integrity**: `--integrity-bytes` with `--verify` through a bottleneck that drops
 //!   `--loss` of the packets at random (no rate limit, so loss, not the rate, sets the time):
 //!   mismatches must be zero.
@@ -99,7 +102,7 @@ pub struct SendBenchArgs {
     /// --measurement-floor), `linear` (... --rtt-cur 4 --measurement-floor --linear-regrowth),
     /// `headroom` (send --background: --rtt-cur 4 --measurement-allowance --linear-regrowth), `cubic`, `reno` (kernel), `lp`, `ledbat`, `becc` (headroom's BPF controllers, loaded
     /// under per-run names for the run; skipped with a note when they cannot load), `paced-P`
-    /// (kernel cubic paced at P % of the round's leftover, P in 1..=100, `send --max-rate`).
+    /// (kernel cubic paced at P % of the round's leftover, P in 1..=200, `send --max-rate`), `window-P` (kernel cubic with P % of the leftover times the propagation RTT in flight, `send --max-in-flight`).
     #[arg(long, value_delimiter = ',', default_value = "paper,floor,linear,headroom,cubic,reno,lp,ledbat")]
     pub senders: Vec<String>,
     /// TARGET of the BPF LEDBAT background sender (RFC 6817 allows at most 100 ms; the
@@ -423,22 +426,31 @@ enum BgSender {
     /// Kernel cubic with its pacing capped (`SO_MAX_PACING_RATE`) at this percentage of the
     /// round's leftover.
     Paced(LeftoverPercent),
+    /// Kernel cubic with a fixed in-flight limit (`send --max-in-flight`) of this percentage of
+    /// the round's leftover times the path's propagation RTT (2 × `--delay`).
+    Window(LeftoverPercent),
 }
 
-/// A percentage of the leftover, 1..=100 (`paced-P`).
+/// A percentage of the leftover, 1..=200 (`paced-P`, `window-P`): above 100 the limit sits beyond the leftover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeftoverPercent(u32);
 
 impl LeftoverPercent {
-    /// `paced-P` with P in 1..=100.
-    pub fn parse_sender(name: &str) -> Option<Result<LeftoverPercent>> {
-        let p = name.strip_prefix("paced-")?;
+    /// `PREFIX-P` (`paced-P`, `window-P`) with P in 1..=200.
+    pub fn parse_sender(name: &str, prefix: &str) -> Option<Result<LeftoverPercent>> {
+        let p = name.strip_prefix(prefix)?.strip_prefix('-')?;
         Some(match p.parse::<u32>() {
-            Ok(v) if (1..=100).contains(&v) => Ok(LeftoverPercent(v)),
+            Ok(v) if (1..=200).contains(&v) => Ok(LeftoverPercent(v)),
             _ => Err(anyhow::anyhow!(
-                "--senders: {name:?}: paced-P takes a whole percentage P of the leftover in 1..=100"
+                "--senders: {name:?}: {prefix}-P takes a whole percentage P of the leftover in 1..=200"
             )),
         })
+    }
+    /// The in-flight limit for a leftover of `leftover_mbps` over a round trip of `rtt`: that
+    /// share of the leftover's bandwidth-delay product, at least two 1448-byte segments.
+    fn window(self, leftover_mbps: f64, rtt: Dur) -> Bytes {
+        let bdp = leftover_mbps * 1e6 / 8.0 * rtt.as_secs_f64();
+        Bytes((bdp * self.0 as f64 / 100.0).max(2.0 * 1448.0) as u64)
     }
     /// The pacing cap for a leftover of `leftover_mbps`; at least 0.1 Mbit/s, so that a round
     /// whose foreground took the whole link still runs a (tiny) paced sender.
@@ -460,6 +472,7 @@ impl BgSender {
             BgSender::ImtcpBg(l, _) | BgSender::ImtcpBgNotRealtime(l, _) => (*l).into(),
             BgSender::Kernel(l, _) => l.clone(),
             BgSender::Paced(p) => format!("kernel cubic paced at {} % of the leftover", p.0),
+            BgSender::Window(p) => format!("kernel cubic, in flight {} % of the leftover's BDP", p.0),
         }
     }
     /// The sender's options; `leftover_mbps` is the round's leftover (paced senders only).
@@ -472,7 +485,7 @@ impl BgSender {
                 ("cubic", Mode::Background(Box::new(c), *bg))
             }
             BgSender::Kernel(_, cc) => (cc.as_str(), Mode::Bulk),
-            BgSender::Paced(_) => ("cubic", Mode::Bulk),
+            BgSender::Paced(_) | BgSender::Window(_) => ("cubic", Mode::Bulk),
         };
         SendOptions {
             limit: SendLimit::Time(Duration::from_secs(a.seconds)),
@@ -481,6 +494,10 @@ impl BgSender {
             mode,
             max_pacing_rate: match self {
                 BgSender::Paced(p) => Some(p.cap(leftover_mbps)),
+                _ => None,
+            },
+            max_in_flight: match self {
+                BgSender::Window(p) => Some(p.window(leftover_mbps, Dur(2 * a.delay.0))),
                 _ => None,
             },
             ..SendOptions::default()
@@ -532,12 +549,15 @@ fn bg_senders(a: &SendBenchArgs) -> Result<(Vec<BgSender>, Vec<headroom_bpf::Reg
                 },
             )),
             "cubic" | "reno" => out.push(BgSender::Kernel(format!("kernel {name}"), name.clone())),
-            other if LeftoverPercent::parse_sender(other).is_some() => {
-                out.push(BgSender::Paced(LeftoverPercent::parse_sender(other).expect("checked")?))
+            other if LeftoverPercent::parse_sender(other, "paced").is_some() => {
+                out.push(BgSender::Paced(LeftoverPercent::parse_sender(other, "paced").expect("checked")?))
+            }
+            other if LeftoverPercent::parse_sender(other, "window").is_some() => {
+                out.push(BgSender::Window(LeftoverPercent::parse_sender(other, "window").expect("checked")?))
             }
             other => {
                 let Some(c) = headroom_bpf::Controller::parse(other) else {
-                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, headroom-d12, headroom-d12-floor, headroom-not-rt, cubic, reno, lp, ledbat, becc, paced-P)")
+                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, headroom-d12, headroom-d12-floor, headroom-not-rt, cubic, reno, lp, ledbat, becc, paced-P, window-P)")
                 };
                 let unique = headroom_bpf::unique_name(c);
                 let opts = headroom_bpf::LoadOptions {
@@ -603,22 +623,27 @@ mod tests {
 
     #[test]
     fn paced_senders_parse_a_whole_percentage_of_the_leftover() {
-        assert_eq!(LeftoverPercent::parse_sender("paced-40").unwrap().unwrap(), LeftoverPercent(40));
-        assert!(LeftoverPercent::parse_sender("paced-0").unwrap().is_err());
-        assert!(LeftoverPercent::parse_sender("paced-101").unwrap().is_err());
-        assert!(LeftoverPercent::parse_sender("paced-x").unwrap().is_err());
-        assert!(LeftoverPercent::parse_sender("cubic").is_none());
+        assert_eq!(LeftoverPercent::parse_sender("paced-40", "paced").unwrap().unwrap(), LeftoverPercent(40));
+        assert_eq!(LeftoverPercent::parse_sender("window-60", "window").unwrap().unwrap(), LeftoverPercent(60));
+        assert!(LeftoverPercent::parse_sender("paced-0", "paced").unwrap().is_err());
+        assert!(LeftoverPercent::parse_sender("paced-201", "paced").unwrap().is_err());
+        assert!(LeftoverPercent::parse_sender("paced-x", "paced").unwrap().is_err());
+        assert!(LeftoverPercent::parse_sender("cubic", "paced").is_none());
+        assert!(LeftoverPercent::parse_sender("window-40", "paced").is_none());
         assert_eq!(LeftoverPercent(40).cap(30.0), Rate::from_bps(12_000_000));
         assert_eq!(LeftoverPercent(40).cap(0.0), Rate::from_bps(100_000));
+        // 40 % of 32 Mbit/s over 20 ms: 0.4 × 80,000 B; never below two segments.
+        assert_eq!(LeftoverPercent(40).window(32.0, Dur::from_millis(20)), Bytes(32_000));
+        assert_eq!(LeftoverPercent(1).window(1.0, Dur::from_millis(20)), Bytes(2896));
     }
 
     #[test]
     fn the_frontier_line_names_the_points_that_meet_both_goals() {
-        let l = frontier_line(&[(20, 1.01, 0.2), (80, 1.07, 0.79)]);
+        let l = frontier_line("paced", &[(20, 1.01, 0.2), (80, 1.07, 0.79)]);
         assert!(l.contains(": none;") && l.contains("paced-20, 20 % at 1.010"), "{l}");
-        let l = frontier_line(&[(80, 1.04, 0.81)]);
-        assert!(l.contains("paced-80 (1.040 at 81 %)"), "{l}");
-        assert!(frontier_line(&[(60, 1.2, 0.6)]).ends_with("no point within 5 %"));
+        let l = frontier_line("window", &[(80, 1.04, 0.81)]);
+        assert!(l.contains("window-80 (1.040 at 81 %)"), "{l}");
+        assert!(frontier_line("paced", &[(60, 1.2, 0.6)]).ends_with("no point within 5 %"));
     }
 }
 
@@ -779,20 +804,21 @@ const WEB_SHAPE: f64 = 1.2;
 const WEB_THINK_MS: u64 = 1000;
 const WEB_PORT: u16 = 8080;
 
-/// The paced senders' verdict: (percent, page ratio, share of the leftover used) per point.
-pub fn frontier_line(points: &[(u32, f64, f64)]) -> String {
+/// The verdict of one kind of gentle sender (`paced`, `window`): (percent, page ratio, share of
+/// the leftover used) per point.
+pub fn frontier_line(kind: &str, points: &[(u32, f64, f64)]) -> String {
     let good: Vec<String> = points
         .iter()
         .filter(|p| p.1 <= 1.05 && p.2 >= 0.80)
-        .map(|p| format!("paced-{} ({:.3} at {:.0} %)", p.0, p.1, p.2 * 100.0))
+        .map(|p| format!("{kind}-{} ({:.3} at {:.0} %)", p.0, p.1, p.2 * 100.0))
         .collect();
     let within: Vec<&(u32, f64, f64)> = points.iter().filter(|p| p.1 <= 1.05).collect();
     let best = within.iter().max_by(|a, b| a.2.total_cmp(&b.2));
     format!(
-        "paced frontier ({} points): >= 80 % of the leftover at a page ratio <= 1.05: {}; most of the leftover within 5 %: {}",
+        "{kind} frontier ({} points): >= 80 % of the leftover at a page ratio <= 1.05: {}; most of the leftover within 5 %: {}",
         points.len(),
         if good.is_empty() { "none".to_string() } else { good.join(", ") },
-        best.map_or("no point within 5 %".to_string(), |p| format!("paced-{}, {:.0} % at {:.3}", p.0, p.2 * 100.0, p.1))
+        best.map_or("no point within 5 %".to_string(), |p| format!("{kind}-{}, {:.0} % at {:.3}", p.0, p.2 * 100.0, p.1))
     )
 }
 
@@ -932,7 +958,7 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             "% leftover",
             w = LABEL_WIDTH
         );
-        let mut paced = Vec::new();
+        let (mut paced, mut windowed) = (Vec::new(), Vec::new());
         for (bg, rounds) in senders.iter().zip(&with) {
             let page = med(rounds.iter().map(|r| r.0).collect());
             let n: usize = rounds.iter().map(|r| r.1).sum();
@@ -962,12 +988,16 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
                     .collect();
                 let _ = writeln!(s, "{:<w$}   rounds (page ratio/% leftover): {}", "", per.join("  "), w = LABEL_WIDTH);
             }
-            if let BgSender::Paced(p) = bg {
-                paced.push((p.0, ratio, used));
+            match bg {
+                BgSender::Paced(p) => paced.push((p.0, ratio, used)),
+                BgSender::Window(p) => windowed.push((p.0, ratio, used)),
+                _ => {}
             }
         }
-        if !paced.is_empty() {
-            let _ = writeln!(s, "{}", frontier_line(&paced));
+        for (kind, points) in [("paced", &paced), ("window", &windowed)] {
+            if !points.is_empty() {
+                let _ = writeln!(s, "{}", frontier_line(kind, points));
+            }
         }
         for n in notes {
             let _ = writeln!(s, "{n}");

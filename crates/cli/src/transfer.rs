@@ -96,6 +96,10 @@ pub struct SendArgs {
     /// with --measure, --background or --reverse).
     #[arg(long, value_parser = parse_positive::<Rate>, conflicts_with_all = ["measure", "background", "reverse"])]
     pub max_rate: Option<Rate>,
+    /// Write only while fewer than this many bytes are unacknowledged (e.g. 64KB): a fixed
+    /// in-flight limit over the kernel's TCP, enforced by the writer (plain sends only).
+    #[arg(long, conflicts_with_all = ["measure", "background", "reverse"])]
+    pub max_in_flight: Option<Bytes>,
     /// Give up connecting after this long.
     #[arg(long, default_value = "5s")]
     pub connect_timeout: Dur,
@@ -370,6 +374,7 @@ pub fn send_options(a: &SendArgs) -> Result<SendOptions> {
         stop: None,
         account_wait: dur(a.account_wait),
         max_pacing_rate: a.max_rate,
+        max_in_flight: a.max_in_flight,
     })
 }
 

@@ -301,3 +301,20 @@ fn a_pacing_cap_holds_the_sender_to_its_rate() {
     let reverse = SendOptions { reverse: true, max_pacing_rate: Some(cap), ..opts(SendLimit::Bytes(1000)) };
     assert!(matches!(send(&r.addr.to_string(), &reverse, &mut |_| {}), Err(TransferError::Invalid(_))));
 }
+
+/// `max_in_flight` (`send --max-in-flight`): a window-limited plain sender still delivers every
+/// byte verified (the writer waits for ACKs, it never drops or reorders), and the limit is for a
+/// plain sender only.
+#[test]
+fn an_in_flight_limit_delivers_verified_data_and_is_refused_with_measure() {
+    let r = receiver();
+    let w = headroom_core::units::Bytes(16 * 1024);
+    let o = SendOptions { max_in_flight: Some(w), ..opts(SendLimit::Bytes(4_000_000)) };
+    let rep = send(&r.addr.to_string(), &o, &mut |_| {}).unwrap();
+    let t = rep.received.unwrap();
+    assert_eq!((t.payload, t.mismatched), (4_000_000, 0));
+    let measure =
+        SendOptions { mode: Mode::Measure(Box::default()), max_in_flight: Some(w), ..opts(SendLimit::Bytes(1000)) };
+    let e = send(&r.addr.to_string(), &measure, &mut |_| {}).unwrap_err();
+    assert!(matches!(e, TransferError::Invalid(ref m) if m.contains("--max-in-flight")), "{e}");
+}

@@ -71,6 +71,11 @@ pub struct SendOptions {
     /// ([`sock::set_max_pacing_rate`], `SO_MAX_PACING_RATE`), which turns on TCP's internal
     /// pacing: a constant-rate background at most this fast (`send --max-rate`).
     pub max_pacing_rate: Option<Rate>,
+    /// Plain sender: at most this many bytes written and not yet acknowledged by the peer's
+    /// TCP (sent or still queued in the socket), a fixed in-flight limit enforced by the
+    /// writer from `TCP_INFO` `bytes_acked` (`send --max-in-flight`): a window-limited
+    /// background, whose rate falls as the path's queue grows (W / RTT).
+    pub max_in_flight: Option<Bytes>,
 }
 
 impl Default for SendOptions {
@@ -86,6 +91,7 @@ impl Default for SendOptions {
             stop: None,
             account_wait: STALL_WAIT,
             max_pacing_rate: None,
+            max_in_flight: None,
         }
     }
 }
@@ -340,6 +346,16 @@ fn validate(opts: &SendOptions) -> Result<(), TransferError> {
                 .into(),
         ));
     }
+    if opts.max_in_flight.is_some() && (opts.reverse || opts.mode != Mode::Bulk) {
+        return Err(TransferError::Invalid(
+            "--max-in-flight limits a plain sender: not with --reverse (the server sends) nor with \
+             --measure/--background (--background has its own limit)"
+                .into(),
+        ));
+    }
+    if opts.max_in_flight.is_some_and(|b| b.0 == 0) {
+        return Err(TransferError::Invalid("--max-in-flight must be positive".into()));
+    }
     if opts.max_pacing_rate.is_some_and(|r| r.0 < 8) {
         return Err(TransferError::Invalid("--max-rate must be at least 1 byte per second".into()));
     }
@@ -434,7 +450,15 @@ pub fn send_on(
         SendLimit::Bytes(_) => None,
     };
     let mut out = match &opts.mode {
-        Mode::Bulk => transmit(&mut stream, source, time, &opts.stop, opts.interval, on_interval)?,
+        Mode::Bulk => transmit(
+            &mut stream,
+            source,
+            time,
+            &opts.stop,
+            opts.interval,
+            opts.max_in_flight.map(|b| b.0),
+            on_interval,
+        )?,
         mode => super::measure::transmit(&mut stream, source, time, &opts.stop, opts.interval, mode, on_interval)?,
     };
     let received = read_trailer(&mut stream, &opts.stop, opts.account_wait, Some(&mut out.drain), on_interval)?;
@@ -507,13 +531,19 @@ pub(crate) struct Drain {
     pub acked_base: u64,
 }
 
-/// The plain sender: blocks as fast as the socket takes them.
+/// How long the window-limited writer sleeps when its limit is full (it has no event for an
+/// ACK; at 50 Mbit/s this is 3 KB of data).
+const IN_FLIGHT_POLL_NS: u64 = 500_000;
+
+/// The plain sender: blocks as fast as the socket takes them; with `max_in_flight`, writes only
+/// while the bytes written and not yet acknowledged stay below it.
 fn transmit(
     stream: &mut TcpStream,
     mut source: Source,
     time: Option<Duration>,
     stop: &Option<Arc<AtomicBool>>,
     interval: Option<Duration>,
+    max_in_flight: Option<u64>,
     on_interval: &mut dyn FnMut(&IntervalReport),
 ) -> Result<Sent, TransferError> {
     let fd = stream.as_raw_fd();
@@ -526,6 +556,9 @@ fn transmit(
     let (mut off, mut have) = (0usize, 0usize);
     let mut interrupted = false;
     let mut finish_deadline = None;
+    // Bytes written to the socket since `base_acked` was read (block framing included, as in
+    // `bytes_acked`).
+    let mut written = 0u64;
     loop {
         let now = Instant::now();
         if !interrupted && stopped(stop) {
@@ -550,9 +583,22 @@ fn transmit(
                 break;
             }
         }
-        match std::io::Write::write(stream, &buf[off..have]) {
+        let mut end = have;
+        if let Some(w) = max_in_flight {
+            let acked = sock::tcp_info(fd).map_err(TransferError::Io)?.bytes_acked.saturating_sub(base_acked);
+            let room = w.saturating_sub(written.saturating_sub(acked));
+            if room == 0 {
+                sock::poll_fd(fd, 0, IN_FLIGHT_POLL_NS).map_err(TransferError::Io)?;
+                continue;
+            }
+            end = have.min(off + room as usize);
+        }
+        match std::io::Write::write(stream, &buf[off..end]) {
             Ok(0) => return Err(TransferError::PeerAborted("connection closed".into())),
-            Ok(n) => off += n,
+            Ok(n) => {
+                off += n;
+                written += n as u64;
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -846,7 +892,7 @@ fn serve_one(
         let source = Source::new(hello.key, hello.verify, limit, BLOCK);
         let time = hello.time_ms.map(Duration::from_millis);
         let mut out =
-            transmit(&mut stream, source, time, &stop_flag, interval, &mut cb).map_err(SessionError::Failed)?;
+            transmit(&mut stream, source, time, &stop_flag, interval, None, &mut cb).map_err(SessionError::Failed)?;
         let received = read_trailer(&mut stream, &None, STALL_WAIT, Some(&mut out.drain), &mut cb)
             .map_err(SessionError::Failed)?;
         return Ok(sender_report(fd, out, received, hello.verify));
