@@ -13,9 +13,9 @@
 //!   (ImTCP-bg's in-flight limit over kernel CUBIC) and with plain kernel CUBIC and Reno as the
 //!   background sender (the harm baseline). With `--runs N` the three runs repeat N times and
 //!   the table gives medians over rounds, the leftover taken within each round. Goals: the foreground keeps ≥ 95 % of its
-//!   throughput alone, the background uses ≥ 80 % of what the foreground leaves (the link
-//!   rate minus the foreground's throughput alone... see the summary) and ≥ 85 % of the link
-//!   alone.
+//!   throughput alone, the background uses ≥ 80 % of what the foreground leaves (the link's
+//!   payload capacity minus the foreground's goodput alone: [`leftover_of`]) and ≥ 85 % of the
+//!   link alone.
 //! - **web**: the same dumbbell; the foreground is web-like: `--web-clients` clients in `r2`,
 //!   each fetching pages one at a time over its own persistent connection from a server in `s2`
 //!   (kernel CUBIC), with ImTCP §4.3's page model, the simulator's default web model
@@ -622,6 +622,15 @@ mod tests {
     }
 
     #[test]
+    fn the_leftover_is_counted_in_goodput_like_the_foreground() {
+        // a foreground at the payload ceiling of 50 Mbit/s leaves nothing, not its headers
+        assert!(leftover_of(50.0, 50.0 * 1448.0 / 1500.0).abs() < 1e-9);
+        assert!((leftover_of(50.0, 48.05) - 0.2167).abs() < 1e-3);
+        assert!((leftover_of(50.0, 16.45) - 31.8167).abs() < 1e-3);
+        assert_eq!(leftover_of(10.0, 12.0), 0.0, "never negative");
+    }
+
+    #[test]
     fn paced_senders_parse_a_whole_percentage_of_the_leftover() {
         assert_eq!(LeftoverPercent::parse_sender("paced-40", "paced").unwrap().unwrap(), LeftoverPercent(40));
         assert_eq!(LeftoverPercent::parse_sender("window-60", "window").unwrap().unwrap(), LeftoverPercent(60));
@@ -674,7 +683,7 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         let r = join_send(spawn_send(tb, "s2", "r2", fg_opts(), false)?)?;
         let (fg0, written0) = (goodput(&r), r.rate.as_mbps());
         fg_alone.push((fg0, written0));
-        let leftover = (link - fg0).max(0.0);
+        let leftover = leftover_of(link, fg0);
         for (i, bg) in senders.iter().enumerate() {
             let ours = bg.realtime();
             let alone = join_send(spawn_send(tb, "s1", "r1", bg.options(a, leftover), ours)?)?;
@@ -699,7 +708,7 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     }
     let med = |v: Vec<f64>| median(&v).unwrap_or(f64::NAN);
     let fg0 = med(fg_alone.iter().map(|r| r.0).collect());
-    let leftover = (link - fg0).max(0.0);
+    let leftover = leftover_of(link, fg0);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -733,7 +742,7 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         let fg = med(rs.iter().map(|r| r.fg).collect());
         let bgr = med(rs.iter().map(|r| r.bg).collect());
         let kept = med(rs.iter().zip(&fg_alone).map(|(r, f)| r.fg / f.0).collect());
-        let left = |f: &(f64, f64)| (link - f.0).max(0.0);
+        let left = |f: &(f64, f64)| leftover_of(link, f.0);
         let used = med(rs.iter().zip(&fg_alone).map(|(r, f)| r.bg / left(f).max(f64::MIN_POSITIVE)).collect());
         let goals = [kept >= 0.95, leftover <= 0.0 || used >= 0.80, alone >= 0.85 * link];
         let yes = |b: bool| if b { "met" } else { "MISSED" };
@@ -773,8 +782,8 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         - fg_alone.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
     let _ = writeln!(
         s,
-        "(leftover = link {link:.1} - foreground alone {fg0:.2} = {leftover:.2} Mbit/s, the link counted in IP bytes and the foreground in payload, so {:.2} Mbit/s of it are the foreground's headers at a 1448-byte MSS; the foreground alone spans {spread:.2} Mbit/s over the rounds; kernel cubic and reno are the harm baseline, not held to the goals)",
-        link - link * HEADERLESS
+        "(leftover = the link's payload capacity {:.2} ({link:.1} Mbit/s of IP packets carrying 1448-byte segments) - foreground alone {fg0:.2} = {leftover:.2} Mbit/s of goodput; the foreground alone spans {spread:.2} Mbit/s over the rounds; kernel cubic and reno are the harm baseline, not held to the goals)",
+        link * HEADERLESS
     );
     for (bg, goals) in
         verdicts.iter().filter(|v| matches!(v.0, BgSender::ImtcpBg(..) | BgSender::ImtcpBgNotRealtime(..)))
@@ -796,6 +805,14 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
 /// packet (20 B IP, 20 B TCP, 12 B timestamp option), the most payload goodput a link counted
 /// in IP bytes can carry.
 const HEADERLESS: f64 = 1448.0 / 1500.0;
+
+/// What a foreground of goodput `fg_mbps` leaves on a link of `link_mbps` (counted in IP bytes),
+/// in goodput: the link's payload capacity (`link_mbps` × [`HEADERLESS`]) minus the foreground.
+/// Both sides in payload: the link's rate minus a goodput counted the foreground's own headers
+/// as spare (1.73 of a "leftover" of 1.95 Mbit/s beside a bulk CUBIC foreground, session 8).
+fn leftover_of(link_mbps: f64, fg_mbps: f64) -> f64 {
+    (link_mbps * HEADERLESS - fg_mbps).max(0.0)
+}
 
 /// ImTCP §4.3's web model (module doc).
 const WEB_OBJECTS: u32 = 8;
@@ -916,7 +933,7 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             alone.push(w0);
             for (i, bg) in senders.iter().enumerate() {
                 let ours = bg.realtime();
-                let bt = spawn_send(tb, "s1", "r1", bg.options(a, (link - w0.mbps).max(0.0)), ours)?;
+                let bt = spawn_send(tb, "s1", "r1", bg.options(a, leftover_of(link, w0.mbps)), ours)?;
                 let w = web_run(tb, a)?;
                 with[i].push((w.page, w.pages, goodput(&join_send(bt)?)));
             }
@@ -926,7 +943,7 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         let web0 = med(alone.iter().map(|r| r.mbps).collect());
         let busy0 = med(alone.iter().map(|r| r.busy).collect());
         let n0: usize = alone.iter().map(|r| r.pages).sum();
-        let leftover = (link - web0).max(0.0);
+        let leftover = leftover_of(link, web0);
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -964,8 +981,11 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             let n: usize = rounds.iter().map(|r| r.1).sum();
             let ratio = med(rounds.iter().zip(&alone).map(|(r, a0)| r.0 / a0.page).collect());
             let bgr = med(rounds.iter().map(|r| r.2).collect());
-            let used =
-                med(rounds.iter().zip(&alone).map(|(r, a0)| r.2 / (link - a0.mbps).max(f64::MIN_POSITIVE)).collect());
+            let used = med(rounds
+                .iter()
+                .zip(&alone)
+                .map(|(r, a0)| r.2 / leftover_of(link, a0.mbps).max(f64::MIN_POSITIVE))
+                .collect());
             let yes = |b: bool| if b { "met" } else { "MISSED" };
             let _ = writeln!(
                 s,
@@ -984,7 +1004,7 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
                 let per: Vec<String> = rounds
                     .iter()
                     .zip(&alone)
-                    .map(|(r, a0)| format!("{:.3}/{:.0}%", r.0 / a0.page, r.2 / (link - a0.mbps) * 100.0))
+                    .map(|(r, a0)| format!("{:.3}/{:.0}%", r.0 / a0.page, r.2 / leftover_of(link, a0.mbps) * 100.0))
                     .collect();
                 let _ = writeln!(s, "{:<w$}   rounds (page ratio/% leftover): {}", "", per.join("  "), w = LABEL_WIDTH);
             }
