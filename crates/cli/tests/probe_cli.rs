@@ -214,3 +214,28 @@ fn watch_draws_on_a_terminal_without_a_size() {
     let Some((_, _, screen)) = watch_in_pty("stty cols 0 rows 0;", 2, 24, 80) else { return };
     assert!(screen.contains("2 estimates"), "{screen}");
 }
+
+/// `probe-bench --pacing-grid`: one line per rate with T_quick = 1500 B / rate and the trains
+/// measured on loopback, the sender's and the receiver's spacing errors as numbers (their size
+/// is the machine's: docs/results.md quotes measured ones).
+#[test]
+fn pacing_grid_reports_the_spacing_error_at_each_rate() {
+    let out = headroom(&["probe-bench", "--pacing-grid", "10Mbps,100Mbps", "--trains", "2", "--pause", "50ms"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.first().is_some_and(|x| x.parse::<f64>().is_ok()))
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    for (row, (rate, t_quick)) in rows.iter().zip([("10.0", "1200.0"), ("100.0", "120.0")]) {
+        assert_eq!((row[0], row[1], row[2]), (rate, t_quick, "2"), "{text}");
+        for x in &row[3..8] {
+            assert!(x.parse::<f64>().is_ok_and(|v| v >= 0.0), "{x} in {row:?}");
+        }
+        assert!(row[8].ends_with("/2"), "badly paced count of 2 trains: {row:?}");
+    }
+    fails_with(&["probe-bench", "--pacing-grid", "10Mbps,fast"], "fast");
+    fails_with(&["probe-bench", "--pacing-grid", "--bmax", "10Mbps"], "cannot be used with");
+}
