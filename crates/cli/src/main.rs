@@ -7,6 +7,7 @@ mod cc_bench;
 mod crosscheck;
 mod demo;
 mod outdir;
+mod pacing_grid;
 mod plot;
 mod probe;
 mod probe_bench;

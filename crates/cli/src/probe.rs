@@ -5,6 +5,7 @@
 use anyhow::{anyhow, Context};
 use clap::Args;
 use headroom_core::abw::compare::{Comparison, ComparisonSetup};
+use headroom_core::abw::train::BADLY_PACED;
 use headroom_core::abw::{EstimatorConfig, Method, Outcome, QuickSpec};
 use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate, Estimate, EstimateOptions, Server, ServerConfig};
@@ -291,9 +292,23 @@ pub(crate) fn probe_options(a: &ProbeArgs) -> EstimateOptions {
     }
 }
 
-/// The notes on stderr about how an estimate was made (caps, auto-ranging trains).
+/// What to do about a train the server sent off its schedule (`pacing_fault`): on a busy host
+/// an ordinary thread's sleeps overshoot by tens of µs to ms (measured on loopback at load 6:
+/// mean send errors of 10–1,800 µs without `--realtime`, under 1 µs with it; docs/results.md,
+/// issue 19's audit), far more than the 24–120 µs gaps of 100–500 Mbit/s trains.
+pub(crate) fn pacing_note<'a>(mut outcomes: impl Iterator<Item = &'a Outcome>) -> Option<&'static str> {
+    outcomes.any(|o| matches!(o, Outcome::Inconclusive { reason } if reason.starts_with(BADLY_PACED))).then_some(
+        "the server sent the train off its schedule (its host is busy): run it as `headroom serve --realtime` \
+         (SCHED_FIFO, needs root or CAP_SYS_NICE) so other work does not delay its pacer",
+    )
+}
+
+/// The notes on stderr about how an estimate was made (caps, auto-ranging trains, pacing).
 pub(crate) fn print_notes(e: &Estimate) {
     if let Some(note) = &e.fitted_to_caps {
+        eprintln!("headroom probe: {note}");
+    }
+    if let Some(note) = pacing_note(std::iter::once(&e.outcome).chain(e.trains.iter().map(|t| &t.estimate.outcome))) {
         eprintln!("headroom probe: {note}");
     }
     for t in &e.ranging {
@@ -638,6 +653,27 @@ mod tests {
         assert!(design_comparison(&a).is_err());
         let a = DesignCli::parse_from(["design", "--gamma", "1.0"]).a;
         assert!(design_comparison(&a).is_err());
+    }
+
+    #[test]
+    fn a_badly_paced_train_gets_the_realtime_note_and_nothing_else_does() {
+        use headroom_core::abw::train::{pacing_fault, PacingReport};
+        let spec = QuickSpec {
+            t_quick: Some(Dur::from_micros(24)),
+            p_1: Some(Bytes(48)),
+            p_n: Some(Bytes(1500)),
+            ..QuickSpec::paper()
+        };
+        let schedule = spec.solve().unwrap().schedule();
+        // 30 µs mean error at a 24 µs spacing, as a busy server sent it (the loopback runs)
+        let report = PacingReport { late: 1, mean_error: Dur::from_micros(30), max_error: Dur::from_micros(60) };
+        let reason = pacing_fault(&schedule, &report).expect("badly paced");
+        let paced = Outcome::Inconclusive { reason };
+        assert!(pacing_note([&paced].into_iter()).unwrap().contains("headroom serve --realtime"));
+        let estimate = Outcome::Estimate(Rate::from_mbps(90));
+        assert!(pacing_note([&estimate, &paced].into_iter()).is_some(), "any train of the estimate");
+        let lossy = Outcome::Inconclusive { reason: "lost 40 of 122 packets".into() };
+        assert_eq!(pacing_note([&estimate, &lossy].into_iter()), None);
     }
 
     #[test]

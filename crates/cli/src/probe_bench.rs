@@ -114,6 +114,12 @@ pub struct ProbeBenchArgs {
     #[arg(long, value_name = "RATES/BURSTS", num_args = 0..=1,
           default_missing_value = crate::shaper_grid::DEFAULT_GRID, conflicts_with_all = ["shaper_burst", "levels", "csv", "dump"])]
     pub shaper_grid: Option<crate::shaper_grid::ShaperGrid>,
+    /// Measure the spacing error at each rate instead (`crate::pacing_grid`): PathQuick trains
+    /// topped at each of `RATES` (default 1–500 Mbit/s) from a server on loopback, the sender's
+    /// |send − schedule| and the receiver's |receive gap − send gap|; no testbed, no root.
+    #[arg(long, value_name = "RATES", num_args = 0..=1,
+          default_missing_value = crate::pacing_grid::DEFAULT_RATES, conflicts_with_all = ["shaper_grid", "shaper_burst", "levels", "csv", "dump", "bmax"])]
+    pub pacing_grid: Option<crate::pacing_grid::PacingGrid>,
     /// Fixed trains, PathQuick's then pathChirp's (`headroom reproduce pathquick-fig8`; not an
     /// option of the command): no auto-ranging, no `--bmax`.
     #[arg(skip)]
@@ -186,6 +192,9 @@ fn dump_lines(cross: Rate, method: Method, estimate: usize, e: &headroom_net::Es
 pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
     if let Some(grid) = &a.shaper_grid {
         return crate::shaper_grid::run(&a, grid);
+    }
+    if let Some(grid) = &a.pacing_grid {
+        return crate::pacing_grid::run(&a, grid);
     }
     crate::outdir::writable_file(a.csv.as_deref(), "--csv")?;
     crate::outdir::writable_file(a.dump.as_deref(), "--dump")?;

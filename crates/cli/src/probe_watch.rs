@@ -298,6 +298,9 @@ pub fn draw(f: &mut Frame, h: &WatchHistory) {
     );
 }
 
+/// Columns and rows drawn on a terminal that reports no size.
+pub const FALLBACK_SIZE: (u16, u16) = (80, 24);
+
 /// Raw mode and the alternate screen for as long as it lives; restored on drop (and by the
 /// panic hook it installs, so a panic does not leave the user's terminal unusable).
 pub struct TerminalGuard {
@@ -328,7 +331,16 @@ impl TerminalGuard {
             previous(info);
         }));
         let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
-        match ratatui::Terminal::new(backend) {
+        // A pseudo-terminal nobody gave a size (`script` without a terminal, some container
+        // consoles) reports 0 × 0, and ratatui would draw nothing at all: draw 80 × 24 there.
+        let no_size = ratatui::crossterm::terminal::size().is_ok_and(|(w, h)| w == 0 || h == 0);
+        let terminal = if no_size {
+            let viewport = ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, FALLBACK_SIZE.0, FALLBACK_SIZE.1));
+            ratatui::Terminal::with_options(backend, ratatui::TerminalOptions { viewport })
+        } else {
+            ratatui::Terminal::new(backend)
+        };
+        match terminal {
             Ok(terminal) => Ok(TerminalGuard { terminal }),
             Err(e) => {
                 restore();

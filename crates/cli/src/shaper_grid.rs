@@ -47,7 +47,8 @@ impl FromStr for ShaperGrid {
     }
 }
 
-fn load_average() -> String {
+/// The load average (1, 5, 15 min) as `/proc/loadavg` gives it.
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "?".into())

@@ -155,24 +155,24 @@ fn watch_refuses_a_stdout_that_is_not_a_terminal() {
     fails_with(&["probe", "127.0.0.1:7447", "--watch", "--json-stream"], "cannot be used with");
 }
 
-/// `--watch` in a pseudo-terminal (util-linux `script`), against a loopback server: it takes the
-/// alternate screen, draws the view, stops after --count and gives the terminal back, leaving the
-/// last estimate and a summary on the normal screen.
-#[test]
-fn watch_draws_live_and_gives_the_terminal_back() {
+/// `headroom probe --watch` against a loopback server inside a pseudo-terminal (util-linux
+/// `script`), after `setup` (shell); the output and the screen (`rows` × `cols`) as the terminal
+/// showed it just before the view closed, or `None` (printed `SKIP:`) without `script`.
+fn watch_in_pty(setup: &str, count: u32, rows: u16, cols: u16) -> Option<(Vec<u8>, usize, String)> {
     if Command::new("script").arg("--version").output().is_err() {
         if std::env::var_os("CI").is_some() {
             panic!("util-linux `script` is needed for the --watch test under CI");
         }
         eprintln!("SKIP: no util-linux `script` to make a pseudo-terminal");
-        return;
+        return None;
     }
     let server = serve();
     let cmd = format!(
-        "stty cols 120 rows 40; exec {} probe {} --bmax 6Mbps --watch --interval 300ms --count 3",
+        "{setup} exec {} probe {} --bmax 6Mbps --watch --interval 300ms --count {count}",
         env!("CARGO_BIN_EXE_headroom"),
         server.local_addr()
     );
+    // stdin is not a terminal here (Command::output), so the pseudo-terminal starts at 0 × 0
     let out = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
         .env("TERM", "xterm-256color")
@@ -183,22 +183,59 @@ fn watch_draws_live_and_gives_the_terminal_back() {
     let enter = at(b"\x1b[?1049h").unwrap_or_else(|| panic!("never took the alternate screen: {text:?}"));
     let leave = at(b"\x1b[?1049l").unwrap_or_else(|| panic!("never gave the terminal back: {text:?}"));
     assert!(enter < leave);
-    // The screen as the terminal showed it just before the view closed.
-    let mut term = vt100::Parser::new(40, 120, 0);
+    let mut term = vt100::Parser::new(rows, cols, 0);
     term.process(&out.stdout[..leave]);
     let screen = term.screen().contents();
-    for want in [
-        "headroom probe --watch",
-        "available bandwidth over time",
-        "latest estimates",
-        "pathquick → 127.0.0.1",
-        "3 estimates",
-    ] {
+    for want in ["headroom probe --watch", "available bandwidth over time", "latest estimates", "pathquick → 127.0.0.1"]
+    {
         assert!(screen.contains(want), "the view lacks {want:?}:\n{screen}");
     }
+    Some((out.stdout, leave, screen))
+}
+
+/// `--watch` in a pseudo-terminal: it takes the alternate screen, draws the view, stops after
+/// --count and gives the terminal back, leaving the last estimate and a summary on the normal
+/// screen.
+#[test]
+fn watch_draws_live_and_gives_the_terminal_back() {
+    let Some((out, leave, screen)) = watch_in_pty("stty cols 120 rows 40;", 3, 40, 120) else { return };
+    assert!(screen.contains("3 estimates"), "{screen}");
     // Three rows in the table, newest first.
     let rows: Vec<&str> = screen.lines().filter(|l| l.starts_with('#')).map(|l| &l[..2]).collect();
     assert_eq!(rows, ["#2", "#1", "#0"], "{screen}");
-    let after = String::from_utf8_lossy(&out.stdout[leave..]);
+    let after = String::from_utf8_lossy(&out[leave..]);
     assert!(after.contains("headroom probe --watch: 3 estimates in"), "no summary after the view: {after:?}");
+}
+
+/// A pseudo-terminal that reports no size (0 × 0: `script` run without a terminal, some container
+/// consoles) still gets the view, drawn at 80 × 24; before, nothing but colour resets was drawn.
+#[test]
+fn watch_draws_on_a_terminal_without_a_size() {
+    let Some((_, _, screen)) = watch_in_pty("stty cols 0 rows 0;", 2, 24, 80) else { return };
+    assert!(screen.contains("2 estimates"), "{screen}");
+}
+
+/// `probe-bench --pacing-grid`: one line per rate with T_quick = 1500 B / rate and the trains
+/// measured on loopback, the sender's and the receiver's spacing errors as numbers (their size
+/// is the machine's: docs/results.md quotes measured ones).
+#[test]
+fn pacing_grid_reports_the_spacing_error_at_each_rate() {
+    let out = headroom(&["probe-bench", "--pacing-grid", "10Mbps,100Mbps", "--trains", "2", "--pause", "50ms"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.first().is_some_and(|x| x.parse::<f64>().is_ok()))
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    for (row, (rate, t_quick)) in rows.iter().zip([("10.0", "1200.0"), ("100.0", "120.0")]) {
+        assert_eq!((row[0], row[1], row[2]), (rate, t_quick, "2"), "{text}");
+        for x in &row[3..8] {
+            assert!(x.parse::<f64>().is_ok_and(|v| v >= 0.0), "{x} in {row:?}");
+        }
+        assert!(row[8].ends_with("/2"), "badly paced count of 2 trains: {row:?}");
+    }
+    fails_with(&["probe-bench", "--pacing-grid", "10Mbps,fast"], "fast");
+    fails_with(&["probe-bench", "--pacing-grid", "--bmax", "10Mbps"], "cannot be used with");
 }

@@ -7,7 +7,9 @@
 //! (the caller is the receiver).
 
 use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
-use crate::wire::{ip_udp_overhead, AddressToken, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN};
+use crate::wire::{
+    ip_udp_overhead, ipv6_on_the_wire, AddressToken, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN,
+};
 use headroom_core::abw::autorange::{AutoRange, Ladder, LadderStep, DEFAULT_TOP};
 use headroom_core::abw::shaper::{ShaperEstimate, SHAPER_DELTA_P};
 use headroom_core::abw::train::PacingReport;
@@ -472,7 +474,7 @@ pub fn first_estimate(addrs: &[SocketAddr], options: &EstimateOptions) -> Result
     let mut last = None;
     for &server in addrs {
         // Designed before the handshake, so a train that cannot be built fails without traffic.
-        design_for(options, server.is_ipv6())?;
+        design_for(options, ipv6_on_the_wire(server))?;
         match ProbeSession::open(server).and_then(|mut s| s.estimate(options).map(|e| (s, e))) {
             Err(e @ (ProbeError::Unreachable { .. } | ProbeError::Timeout { waiting_for: "challenge", .. })) => {
                 last = Some(e)
@@ -784,7 +786,7 @@ impl ProbeSession {
     pub fn estimate(&mut self, options: &EstimateOptions) -> Result<Estimate, ProbeError> {
         let t0 = Instant::now();
         let server = self.server;
-        design_for(options, server.is_ipv6())?;
+        design_for(options, ipv6_on_the_wire(server))?;
         let mut handshake = if self.credential().is_some_and(|c| matches!(c, Credential::Token(_))) {
             Handshake::Token
         } else {
@@ -800,7 +802,7 @@ impl ProbeSession {
         let caps = self.caps;
         let top = caps.map_or(DEFAULT_TOP, |c| c.max_rate.min(DEFAULT_TOP).max(Rate::from_mbps(1)));
         let largest = caps.map_or(options.max_size, |c| options.max_size.min(c.max_size));
-        let smallest = Bytes(ip_udp_overhead(server.is_ipv6()) + PROBE_HEADER_LEN as u64);
+        let smallest = Bytes(ip_udp_overhead(ipv6_on_the_wire(server)) + PROBE_HEADER_LEN as u64);
         let auto_quick = options.auto_range && options.design.is_none() && options.method == Method::PathQuick;
         // A tracked fine train whose answer is in range is the estimate itself.
         let mut tracked = None;
@@ -829,7 +831,7 @@ impl ProbeSession {
                         max_size: largest,
                         ..options.clone()
                     };
-                    (design_for(&wide, server.is_ipv6())?, None)
+                    (design_for(&wide, ipv6_on_the_wire(server))?, None)
                 }
                 Method::PathQuick => {
                     // The ladder (`Ladder`): coarse trains judged whole, the fine train cut at
@@ -872,7 +874,7 @@ impl ProbeSession {
                 }
             }
         } else {
-            design_within_caps(options, server.is_ipv6(), caps)?
+            design_within_caps(options, ipv6_on_the_wire(server), caps)?
         };
 
         let mut reports = Vec::new();

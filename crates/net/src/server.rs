@@ -37,7 +37,8 @@
 
 use crate::timing::{wait_until, SpacingStats};
 use crate::wire::{
-    encode_probe, ip_udp_overhead, AddressToken, Cap, CapKind, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN,
+    encode_probe, ip_udp_overhead, ipv6_on_the_wire, AddressToken, Cap, CapKind, Msg, RejectReason, TrainParams,
+    PROBE_HEADER_LEN,
 };
 use headroom_core::abw::{Method, TrainDesign, TrainPacket};
 use headroom_core::units::{Bytes, Dur, Rate};
@@ -669,7 +670,7 @@ fn admit_train(
     admission: &Mutex<Admission>,
 ) -> bool {
     let bump = |c: &AtomicU64| c.fetch_add(1, Ordering::Relaxed);
-    let overhead = ip_udp_overhead(peer.is_ipv6());
+    let overhead = ip_udp_overhead(ipv6_on_the_wire(peer));
     let now = Instant::now();
     let verdict = check_train(params, config, overhead).and_then(|t| {
         let mut adm = admission.lock().unwrap_or_else(|p| p.into_inner());

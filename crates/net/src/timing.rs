@@ -147,9 +147,68 @@ pub fn recv_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, 
     })
 }
 
+/// Keeps the kernel's arrival timestamps switched on while it lives, and made sure they are.
+///
+/// `SO_TIMESTAMPNS` on the machine's first such socket switches arrival stamping on through a
+/// static key the kernel flips later, from a work queue (`net_enable_timestamp` with jump
+/// labels), and off again, as late, when the last such socket closes. Until the key is flipped a
+/// datagram gets no stamp on arrival, and `recvmsg` stamps it when it is *read*: a user-space
+/// time that still arrives as a kernel timestamp. `headroom testbed bench-link` met it on the
+/// loaded 2-core machine: the first 118 packets of a 500 Mbit/s flood stamped 2 µs apart (the
+/// receiver's read loop), 45 ms after the rest (docs/results.md, issue 19's audit, session 8).
+pub struct ArrivalTimestamps {
+    _sock: UdpSocket,
+}
+
+impl ArrivalTimestamps {
+    /// Switches arrival stamping on and waits, at most `timeout`, until a datagram sent to
+    /// itself on loopback is stamped before it is read.
+    pub fn on(timeout: Duration) -> io::Result<ArrivalTimestamps> {
+        let sock = UdpSocket::bind("127.0.0.1:0")?;
+        enable_rx_timestamps(&sock)?;
+        sock.connect(sock.local_addr()?)?;
+        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let deadline = Instant::now() + timeout;
+        let mut buf = [0u8; 8];
+        loop {
+            sock.send(&[0])?;
+            // arrival (loopback: within the send call) and the read 1 ms apart
+            std::thread::sleep(Duration::from_millis(1));
+            let before_read = realtime_now();
+            let (_, stamp, kernel) = recv_timestamped(&sock, &mut buf)?;
+            if kernel && stamp < before_read {
+                return Ok(ArrivalTimestamps { _sock: sock });
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the kernel did not stamp datagrams on arrival within {timeout:?}"),
+                ));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrival_timestamps_are_taken_on_arrival_not_when_read() {
+        let _on = ArrivalTimestamps::on(Duration::from_secs(5)).expect("arrival stamps");
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable_rx_timestamps(&rx).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sent = realtime_now();
+        tx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let before_read = realtime_now();
+        let mut buf = [0u8; 8];
+        let (_, t, kernel) = recv_timestamped(&rx, &mut buf).unwrap();
+        assert!(kernel);
+        assert!(t >= sent && t < before_read, "stamped {t}, sent {sent}, read from {before_read}");
+    }
 
     #[test]
     fn pacing_error_is_small_and_measured() {

@@ -443,6 +443,13 @@ pub fn encode_probe(
     &buf[..len]
 }
 
+/// Whether datagrams to or from `addr` travel as IPv6. An IPv4-mapped address (`::ffff:a.b.c.d`,
+/// what a dual-stack `[::]` socket sees of an IPv4 peer) travels as IPv4, with IPv4's 28 header
+/// bytes, although the socket is an IPv6 one.
+pub fn ipv6_on_the_wire(addr: std::net::SocketAddr) -> bool {
+    addr.ip().to_canonical().is_ipv6()
+}
+
 /// IP + UDP header bytes for an address family.
 pub fn ip_udp_overhead(v6: bool) -> u64 {
     if v6 {
@@ -455,6 +462,15 @@ pub fn ip_udp_overhead(v6: bool) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv4_mapped_peer_travels_as_ipv4() {
+        let on = |a: &str| ipv6_on_the_wire(a.parse().unwrap());
+        assert!(!on("127.0.0.1:7447"));
+        assert!(!on("[::ffff:127.0.0.1]:7447"), "a dual-stack socket's IPv4 peer");
+        assert!(on("[::1]:7447"));
+        assert!(on("[2001:db8::1]:7447"));
+    }
 
     #[test]
     fn round_trips_and_lengths() {

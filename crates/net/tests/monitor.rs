@@ -219,16 +219,22 @@ fn a_refused_token_costs_one_challenge_and_the_estimate_goes_on() {
     assert_eq!(stat(&second.stats().hellos), 0);
 }
 
+/// A server on the IPv6 address `addr`, or `None` (printed `SKIP:`; a failure under CI) where
+/// the machine has no IPv6.
+fn serve_ipv6(addr: &str) -> Option<ServerHandle> {
+    match Server::bind(addr, ServerConfig::default()) {
+        Ok(server) => Some(server.spawn().unwrap()),
+        Err(e) if std::env::var_os("CI").is_some() => panic!("no IPv6 ({addr}) under CI: {e}"),
+        Err(e) => {
+            println!("SKIP: no IPv6 ({addr}): {e}");
+            None
+        }
+    }
+}
+
 #[test]
 fn probe_and_serve_over_ipv6_loopback() {
-    let Ok(server) = Server::bind("[::1]:0", ServerConfig::default()) else {
-        if std::env::var_os("CI").is_some() {
-            panic!("no IPv6 loopback (::1) under CI");
-        }
-        println!("SKIP: no IPv6 loopback (::1)");
-        return;
-    };
-    let server = server.spawn().unwrap();
+    let Some(server) = serve_ipv6("[::1]:0") else { return };
     assert!(server.local_addr().is_ipv6());
     let mut session = ProbeSession::open(server.local_addr()).unwrap();
     // IPv6 and UDP headers (48 B) and the probe header (20 B): the smallest probe is 68 B.
@@ -246,4 +252,51 @@ fn probe_and_serve_over_ipv6_loopback() {
     assert_eq!(session.estimate(&o).unwrap().handshake, Handshake::Token);
     assert!(stat(&server.stats().token_starts) >= 1);
     assert_eq!(stat(&server.stats().hellos), 1);
+}
+
+/// `headroom serve --listen [::]:PORT` (one dual-stack socket) sees an IPv4 client as
+/// `::ffff:a.b.c.d`; its datagrams still travel as IPv4, with 28 header bytes, not IPv6's 48. The
+/// server used to take the socket's family: it refused the IPv4 client's default train (its 48-byte
+/// first probe is below the IPv6 minimum of 68 B) and would have sent every probe 20 B short.
+#[test]
+fn a_dual_stack_server_serves_an_ipv4_client_at_ipv4_sizes() {
+    if std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only").is_ok_and(|s| s.trim() == "1") {
+        println!("SKIP: net.ipv6.bindv6only = 1: a [::] socket takes no IPv4 clients here");
+        return;
+    }
+    let Some(server) = serve_ipv6("[::]:0") else { return };
+    let v4 = SocketAddr::from(([127, 0, 0, 1], server.local_addr().port()));
+    let mut session = ProbeSession::open(v4).unwrap();
+    let e = session.estimate(&opts()).expect("an IPv4 client's train from a dual-stack server");
+    assert_eq!(stat(&server.stats().rejected), 0);
+    assert_eq!(e.quality.received + e.quality.lost, e.quality.packets);
+    assert!(e.quality.received >= e.quality.packets - 2, "{:?}", e.quality);
+    // Every probe left at its designed IPv4 size: UDP payload = size − 28 B.
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    token_via_handshake(&sock, v4);
+    let sizes = probe_payloads(&sock, 1);
+    let want: Vec<usize> = small_train().schedule().iter().map(|p| p.size.0 as usize - 28).collect();
+    assert_eq!(sizes, want, "UDP payloads of the train's probes");
+}
+
+/// The UDP payload lengths of train `train`'s probes arriving at `sock`, in index order (the
+/// train's own length, or what arrived within 2 s).
+fn probe_payloads(sock: &UdpSocket, train: u32) -> Vec<usize> {
+    let mut buf = vec![0u8; 2048];
+    let mut got: Vec<(u16, usize)> = Vec::new();
+    sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let Ok(n) = sock.recv(&mut buf) else { continue };
+        if let Ok(Msg::Probe { train: t, index, count, .. }) = Msg::decode(&buf[..n]) {
+            if t == train {
+                got.push((index, n));
+                if got.len() == count as usize {
+                    break;
+                }
+            }
+        }
+    }
+    got.sort();
+    got.into_iter().map(|(_, n)| n).collect()
 }

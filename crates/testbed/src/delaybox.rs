@@ -102,6 +102,9 @@ pub struct Counters {
     pub write_errors: AtomicU64,
     /// Dropped by the link's drop-tail queue (the emulated bottleneck's congestion drops).
     pub queue_drops: AtomicU64,
+    /// Packets that found the link idle (serialised from their arrival): 1 for a flood that
+    /// kept the link busy, more when the input left gaps (the packets came in slower than the rate).
+    pub idle_starts: AtomicU64,
     /// Packets and IP bytes waiting for the link now (gauges).
     pub backlog_pkts: AtomicU64,
     pub backlog_bytes: AtomicU64,
@@ -121,6 +124,7 @@ pub struct CounterSnapshot {
     pub overflow: u64,
     pub write_errors: u64,
     pub queue_drops: u64,
+    pub idle_starts: u64,
     pub backlog_pkts: u64,
     pub backlog_bytes: u64,
     pub late_sum_ns: u64,
@@ -143,6 +147,7 @@ impl Counters {
             overflow: self.overflow.load(Ordering::Relaxed),
             write_errors: self.write_errors.load(Ordering::Relaxed),
             queue_drops: self.queue_drops.load(Ordering::Relaxed),
+            idle_starts: self.idle_starts.load(Ordering::Relaxed),
             backlog_pkts: self.backlog_pkts.load(Ordering::Relaxed),
             backlog_bytes: self.backlog_bytes.load(Ordering::Relaxed),
             late_sum_ns: self.late_sum_ns.load(Ordering::Relaxed),
@@ -169,6 +174,7 @@ impl CounterSnapshot {
             overflow: self.overflow - earlier.overflow,
             write_errors: self.write_errors - earlier.write_errors,
             queue_drops: self.queue_drops - earlier.queue_drops,
+            idle_starts: self.idle_starts - earlier.idle_starts,
             backlog_pkts: self.backlog_pkts,
             backlog_bytes: self.backlog_bytes,
             late_sum_ns: self.late_sum_ns - earlier.late_sum_ns,
@@ -237,11 +243,21 @@ pub struct Link {
     /// Serialisation start and size of the accepted packets that have not started yet.
     waiting: VecDeque<(u64, u64)>,
     waiting_bytes: u64,
+    /// Accepted packets that found the link idle.
+    idle_starts: u64,
 }
 
 impl Link {
     pub fn new(rate: Rate, buffer: Buffer) -> Link {
-        Link { bps: rate.bps().max(1), buffer, free_at: 0, carry: 0, waiting: VecDeque::new(), waiting_bytes: 0 }
+        Link {
+            bps: rate.bps().max(1),
+            buffer,
+            free_at: 0,
+            carry: 0,
+            waiting: VecDeque::new(),
+            waiting_bytes: 0,
+            idle_starts: 0,
+        }
     }
 
     /// Forgets the packets whose serialisation has started by `now`.
@@ -253,6 +269,11 @@ impl Link {
             self.waiting.pop_front();
             self.waiting_bytes -= size;
         }
+    }
+
+    /// Accepted packets that found the link idle (their serialisation started on arrival).
+    pub fn idle_starts(&self) -> u64 {
+        self.idle_starts
     }
 
     /// Packets and bytes waiting for the link (as of the last [`Link::advance`]).
@@ -276,6 +297,7 @@ impl Link {
             self.free_at
         } else {
             self.carry = 0;
+            self.idle_starts += 1;
             t_arr
         };
         let bit_ns = size * 8 * 1_000_000_000 + self.carry;
@@ -385,7 +407,10 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, st
             let t_dep = match link.as_mut() {
                 None => t_arr,
                 Some(l) => match l.admit(t_arr, n) {
-                    Some(t) => t,
+                    Some(t) => {
+                        c.idle_starts.store(l.idle_starts(), Ordering::Relaxed);
+                        t
+                    }
                     None => {
                         c.queue_drops.fetch_add(1, Ordering::Relaxed);
                         continue;
@@ -469,9 +494,11 @@ mod tests {
         let deps: Vec<u64> = (0..3).map(|_| l.admit(1_000, 1000).unwrap()).collect();
         assert_eq!(deps, vec![1_000 + 2_666_666, 1_000 + 5_333_333, 1_000 + 8_000_000]);
         assert_eq!(l.backlog(), (2, 2000), "the first packet is on the wire, two wait");
+        assert_eq!(l.idle_starts(), 1, "one flood: the link idle for its first packet only");
         // an idle link starts the next packet on its arrival
         assert_eq!(l.admit(100_000_000, 1000), Some(100_000_000 + 2_666_666));
         assert_eq!(l.backlog(), (0, 0));
+        assert_eq!(l.idle_starts(), 2, "a gap in the input");
     }
 
     #[test]

@@ -9,6 +9,13 @@
 //! the median and 99th percentile of |gap − size·8/rate|, the rate the receiver saw over the
 //! whole flood, and the box's own drops. A rate is *sustained* when every packet arrived, the
 //! box dropped none of its own, and the received rate is within 1 % of the link's.
+//!
+//! Two things that are not the link can spoil a flood, and both are checked (issue 19's audit,
+//! session 8, measured them): arrival timestamps switched on late (the kernel flips them on
+//! from a work queue: [`headroom_net::timing::ArrivalTimestamps`], held for the whole flood), and
+//! an input slower than the link, which leaves it idle between bursts ([`Spacing::link_idle`]:
+//! the packets that found the link idle, 1 or 2 when the flood kept it busy). The flood's sender runs
+//! at real-time priority above the box's ([`FLOOD_PRIORITY`]) for the same reason.
 
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -24,6 +31,9 @@ use crate::topology::{Bottleneck, Buffer, Topology};
 /// IP + UDP header bytes.
 const HEADERS: usize = 28;
 const PORT: u16 = 6100;
+/// SCHED_FIFO priority of the flood's sender: above the delay box's lines, so the input does not
+/// wait for the box (the kernel then runs the box on the other core).
+const FLOOD_PRIORITY: i32 = crate::delaybox::REALTIME_PRIORITY + 1;
 
 /// What one flood through one link measured.
 #[derive(Clone, Debug)]
@@ -46,6 +56,11 @@ pub struct Spacing {
     /// the box (the receiving namespaces' softirq work on a loaded machine).
     pub box_late_mean: Dur,
     pub box_late_p99: Dur,
+    /// Packets of the flood that found the link idle: 1 or 2 when the flood kept it busy (the
+    /// sustained floods of issue 19's audit); more when the input came in slower than the rate
+    /// in places (4–461 in its floods that were not sustained), so a low received rate is the
+    /// input's, not the link's.
+    pub link_idle: u64,
 }
 
 impl Spacing {
@@ -69,6 +84,7 @@ pub fn link_spacing(rate: Rate, size: usize, packets: u32) -> Result<Spacing> {
     if !(HEADERS + 4..=1500).contains(&size) {
         return Err(anyhow!("size {size}: use {}..=1500 IP bytes (one unfragmented packet)", HEADERS + 4));
     }
+    let _stamps = headroom_net::timing::ArrivalTimestamps::on(Duration::from_secs(5))?;
     let mut b = Bottleneck::new(Some(rate), Dur::from_millis(1));
     b.buffer = Buffer::Packets(100_000);
     let tb = Testbed::up(&Topology::dumbbell(1, b))?;
@@ -94,16 +110,22 @@ pub fn link_spacing(rate: Rate, size: usize, packets: u32) -> Result<Spacing> {
     });
     let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1")?.addr, PORT));
     let payload = vec![0u8; size - HEADERS];
+    let before = tb.delaybox_counters().0;
     tb.run_in("s1", move || {
         let s = UdpSocket::bind("0.0.0.0:0")?;
         crate::sys::set_socket_buffers(s.as_raw_fd(), 64 << 20);
+        // The flood stands for a host of its own: at an ordinary priority it shared a core with
+        // the box's real-time thread and the machine's other work, and fell behind the link
+        // (bursts of ~1 ms with ~1 ms gaps at 500 Mbit/s, measured in issue 19's audit).
+        crate::sys::set_realtime(FLOOD_PRIORITY);
         for _ in 0..packets {
             s.send_to(&payload, dst)?;
         }
         Ok(())
     })?;
     let times = receiver.join().map_err(|_| anyhow!("receiver panicked"))??;
-    let c = tb.delaybox_counters().0;
+    // the flood's share of the box's counters (other packets may have crossed it before)
+    let c = tb.delaybox_counters().0.since(&before);
     let own_drops = c.own_drops() + tb.tun_drops()?.0;
     tb.down()?;
     let ideal = Bytes(size as u64).time_at(rate);
@@ -124,6 +146,7 @@ pub fn link_spacing(rate: Rate, size: usize, packets: u32) -> Result<Spacing> {
         own_drops,
         box_late_mean: c.mean_lateness(),
         box_late_p99: c.lateness_quantile_bound(0.99),
+        link_idle: c.idle_starts,
     })
 }
 

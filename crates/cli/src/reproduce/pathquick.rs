@@ -420,6 +420,7 @@ fn pathquick_fig8(dir: &Path) -> Result<String> {
         shaper_burst: None,
         shaper_rate: None,
         shaper_grid: None,
+        pacing_grid: None,
         buffer: "100pkts".into(),
         bmax: None,
         target_sigma: None,

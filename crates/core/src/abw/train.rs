@@ -554,6 +554,9 @@ pub struct PacingReport {
     pub max_error: Dur,
 }
 
+/// How [`pacing_fault`]'s reasons begin (a client tells its user what to do about it).
+pub const BADLY_PACED: &str = "badly paced train";
+
 /// Above this fraction of late packets a train is badly paced (see [`pacing_fault`]).
 pub const MAX_LATE_FRACTION: f64 = 0.1;
 /// Above this mean send-time error, as a fraction of the smallest designed gap, a train is
@@ -578,7 +581,7 @@ pub fn pacing_fault(schedule: &[TrainPacket], report: &PacingReport) -> Option<S
     let smallest_gap = schedule.windows(2).map(|w| w[1].offset.0.saturating_sub(w[0].offset.0)).min()?;
     if report.late as f64 > MAX_LATE_FRACTION * packets {
         return Some(format!(
-            "badly paced train: {} of {} packets left late (more than {:.0} %)",
+            "{BADLY_PACED}: {} of {} packets left late (more than {:.0} %)",
             report.late,
             schedule.len(),
             MAX_LATE_FRACTION * 100.0
@@ -588,7 +591,7 @@ pub fn pacing_fault(schedule: &[TrainPacket], report: &PacingReport) -> Option<S
     let others = (report.mean_error.0 as f64 * packets - report.max_error.0 as f64).max(0.0) / (packets - 1.0).max(1.0);
     if others > MAX_MEAN_ERROR_OF_GAP * smallest_gap as f64 {
         return Some(format!(
-            "badly paced train: mean send-time error {:.1} µs (without the worst packet) is more than {:.0} % of \
+            "{BADLY_PACED}: mean send-time error {:.1} µs (without the worst packet) is more than {:.0} % of \
              the {:.1} µs packet spacing",
             others / 1e3,
             MAX_MEAN_ERROR_OF_GAP * 100.0,
