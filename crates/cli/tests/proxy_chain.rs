@@ -141,7 +141,8 @@ fn a_three_segment_chain_carries_a_transfer_through_two_proxies_and_leaves_nothi
 /// `recv` and two proxies started with `testbed exec`, `send` through both, then the stop
 /// command `up` itself prints. That command must name this testbed only (`testbed down` alone
 /// removes every testbed on the machine, other users' included): it printed the bare form
-/// before session 8.
+/// before session 8. The teardown stops the processes in the nodes with SIGTERM first, so a
+/// transparent proxy left running removes its record (SIGKILL left it, before session 8).
 #[test]
 fn the_documented_chain_commands_work_and_the_printed_stop_command_removes_only_this_testbed() {
     if !headroom_testbed::testbed_available_for_test() {
@@ -175,6 +176,15 @@ fn the_documented_chain_commands_work_and_the_printed_stop_command_removes_only_
     let _recv = Kill(exec("receiver", &["recv", "--listen", "0.0.0.0:5201"]));
     let _p2 = Kill(exec("p2", &["proxy", "--listen", "0.0.0.0:9000", "--to", "10.9.3.2:5201", "--cc", "cubic"]));
     let _p1 = Kill(exec("p1", &["proxy", "--listen", "0.0.0.0:9000", "--to", "10.9.2.2:9000", "--cc", "cubic"]));
+    // A transparent proxy in p2 too (intercepting port 1 only: nothing here), left running for
+    // the teardown, which must let it remove its record (SIGTERM before SIGKILL).
+    let mut tp = Kill(exec("p2", &["proxy", "--transparent", "--ports", "1"]));
+    let mut err = BufReader::new(tp.0.stderr.take().unwrap()).lines();
+    let table = err
+        .find_map(|l| l.unwrap().split("nftables table ").nth(1).map(str::to_string))
+        .expect("the transparent proxy names its table");
+    let record = Path::new("/run/headroom-proxy").join(format!("{table}.json"));
+    assert!(record.exists(), "{} recorded", record.display());
     std::thread::sleep(Duration::from_millis(500));
     // 1 MB: the proxies' buffers drain over LAN2 (50 ms, 1 % loss) within seconds.
     let out = exec("sender", &["send", "10.9.1.2:9000", "--bytes", "1MB"]).wait_with_output().unwrap();
@@ -189,6 +199,7 @@ fn the_documented_chain_commands_work_and_the_printed_stop_command_removes_only_
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!Path::new(headroom_testbed::bed::STATE_ROOT).join(&prefix).exists(), "state of {prefix} left");
+    assert!(!record.exists(), "the transparent proxy was SIGKILLed by the teardown: {} left", record.display());
 }
 
 /// Stops a child process (by its pid) when dropped: SIGTERM (so that `testbed up` removes its
