@@ -14,7 +14,8 @@
 //!
 //! Resources are bounded: at most `max_conns` connections are relayed (at the cap the accept
 //! loop pauses and clients wait in the listen backlog — explicit mode has nowhere to bypass
-//! them to), at most `max_per_source` per client address (more are reset at once), an optional
+//! them to; transparent mode closes its nftables gate at the cap, so new connections bypass the
+//! proxy untouched), at most `max_per_source` per client address (more are reset at once), an optional
 //! idle timeout, and relay buffers that exist only while data moves.
 //!
 //! Explicit mode forwards only to its configured upstream: the proxy parses nothing from the
