@@ -151,12 +151,7 @@ const REALTIME_PRIORITY: i32 = 10;
 /// Switches the calling thread (and the threads it starts later) to SCHED_FIFO priority
 /// [`REALTIME_PRIORITY`].
 pub(crate) fn try_realtime() -> std::io::Result<()> {
-    let param = libc::sched_param { sched_priority: REALTIME_PRIORITY };
-    // SAFETY: plain system call on the calling thread (pid 0) with a valid parameter.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    headroom_testbed::sys::try_set_realtime(REALTIME_PRIORITY)
 }
 
 /// [`try_realtime`] for `--realtime`: an error where not permitted.

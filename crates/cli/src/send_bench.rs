@@ -11,7 +11,8 @@
 //!   CUBIC `s2 → r2` and a background sender `s1 → r1`, for `--seconds` each run: the
 //!   foreground alone, the background alone, then both together, with `send --background`
 //!   (ImTCP-bg's in-flight limit over kernel CUBIC) and with plain kernel CUBIC and Reno as the
-//!   background sender (the harm baseline). Goals: the foreground keeps ≥ 95 % of its
+//!   background sender (the harm baseline). With `--runs N` the three runs repeat N times and
+//!   the table gives medians over rounds, the leftover taken within each round. Goals: the foreground keeps ≥ 95 % of its
 //!   throughput alone, the background uses ≥ 80 % of what the foreground leaves (the link
 //!   rate minus the foreground's throughput alone... see the summary) and ≥ 85 % of the link
 //!   alone.
@@ -22,7 +23,16 @@
 //!   12 KB), exponential think time (mean 1 s); each client's seed is fixed, so every run asks for
 //!   the same objects. Reported per background sender: the mean page time against the web alone
 //!   and the background's throughput against what the web leaves. Goals: page time within 5 %,
-//!   background ≥ 80 % of the leftover.
+//!   background ≥ 80 % of the leftover. The web-alone line also gives the fraction of the run
+//!   with at least one page in flight (the union of every client's page intervals).
+//! - **paced senders** (`--senders paced-40`, any 1..=200): kernel CUBIC with its pacing capped
+//!   at that percentage of the leftover measured earlier in the same round (the web alone, or
+//!   the foreground alone), by `SO_MAX_PACING_RATE` (`send --max-rate`): a constant-rate
+//!   background, as gentle as a sender of that rate can be without yielding. Swept over rates
+//!   they give the trade-off frontier that `send --background` is measured against.
+//!   `window-P` is the self-clocked counterpart: kernel CUBIC with a fixed in-flight limit
+//!   (`send --max-in-flight`) of P % of the leftover times the propagation RTT (2 × `--delay`),
+//!   whose rate falls as the queue grows.
 //! - **integrity**: `--integrity-bytes` with `--verify` through a bottleneck that drops
 //!   `--loss` of the packets at random (no rate limit, so loss, not the rate, sets the time):
 //!   mismatches must be zero.
@@ -91,7 +101,8 @@ pub struct SendBenchArgs {
     /// --paper-rule), `rtt-cur` (... --rtt-cur 4), `floor` (... --rtt-cur 4
     /// --measurement-floor), `linear` (... --rtt-cur 4 --measurement-floor --linear-regrowth),
     /// `headroom` (send --background: --rtt-cur 4 --measurement-allowance --linear-regrowth), `cubic`, `reno` (kernel), `lp`, `ledbat`, `becc` (headroom's BPF controllers, loaded
-    /// under per-run names for the run; skipped with a note when they cannot load).
+    /// under per-run names for the run; skipped with a note when they cannot load), `paced-P`
+    /// (kernel cubic paced at P % of the round's leftover, P in 1..=200, `send --max-rate`), `window-P` (kernel cubic with P % of the leftover times the propagation RTT in flight, `send --max-in-flight`).
     #[arg(long, value_delimiter = ',', default_value = "paper,floor,linear,headroom,cubic,reno,lp,ledbat")]
     pub senders: Vec<String>,
     /// TARGET of the BPF LEDBAT background sender (RFC 6817 allows at most 100 ms; the
@@ -101,9 +112,10 @@ pub struct SendBenchArgs {
     /// Web clients of the web-like foreground (`--parts web`), each one page at a time.
     #[arg(long, default_value_t = 20)]
     pub web_clients: u32,
-    /// Rounds of the web part: each round runs the web alone, then beside each sender in turn,
-    /// and the page ratio is taken within its round; the table gives medians over rounds (the
-    /// web-alone page time drifts by ~15 % between single runs on a shared machine).
+    /// Rounds of the web and background parts: each round runs the foreground alone, then
+    /// beside each sender in turn, and the ratios are taken within its round; the tables give
+    /// medians over rounds (the web-alone page time drifts by ~15 % between single runs on a
+    /// shared machine).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub runs: u32,
 }
@@ -411,6 +423,40 @@ enum BgSender {
     /// `send --background` with headroom's rule at normal scheduling priority: the control for
     /// what the real-time priority of the ImTCP senders costs the foreground on a shared CPU.
     ImtcpBgNotRealtime(&'static str, ImtcpBgConfig),
+    /// Kernel cubic with its pacing capped (`SO_MAX_PACING_RATE`) at this percentage of the
+    /// round's leftover.
+    Paced(LeftoverPercent),
+    /// Kernel cubic with a fixed in-flight limit (`send --max-in-flight`) of this percentage of
+    /// the round's leftover times the path's propagation RTT (2 × `--delay`).
+    Window(LeftoverPercent),
+}
+
+/// A percentage of the leftover, 1..=200 (`paced-P`, `window-P`): above 100 the limit sits beyond the leftover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeftoverPercent(u32);
+
+impl LeftoverPercent {
+    /// `PREFIX-P` (`paced-P`, `window-P`) with P in 1..=200.
+    pub fn parse_sender(name: &str, prefix: &str) -> Option<Result<LeftoverPercent>> {
+        let p = name.strip_prefix(prefix)?.strip_prefix('-')?;
+        Some(match p.parse::<u32>() {
+            Ok(v) if (1..=200).contains(&v) => Ok(LeftoverPercent(v)),
+            _ => Err(anyhow::anyhow!(
+                "--senders: {name:?}: {prefix}-P takes a whole percentage P of the leftover in 1..=200"
+            )),
+        })
+    }
+    /// The in-flight limit for a leftover of `leftover_mbps` over a round trip of `rtt`: that
+    /// share of the leftover's bandwidth-delay product, at least two 1448-byte segments.
+    fn window(self, leftover_mbps: f64, rtt: Dur) -> Bytes {
+        let bdp = leftover_mbps * 1e6 / 8.0 * rtt.as_secs_f64();
+        Bytes((bdp * self.0 as f64 / 100.0).max(2.0 * 1448.0) as u64)
+    }
+    /// The pacing cap for a leftover of `leftover_mbps`; at least 0.1 Mbit/s, so that a round
+    /// whose foreground took the whole link still runs a (tiny) paced sender.
+    fn cap(self, leftover_mbps: f64) -> Rate {
+        Rate::from_bps((leftover_mbps * self.0 as f64 / 100.0 * 1e6).max(1e5) as u64)
+    }
 }
 
 /// Width of the sender column (the root test reads the row after it).
@@ -425,9 +471,12 @@ impl BgSender {
         match self {
             BgSender::ImtcpBg(l, _) | BgSender::ImtcpBgNotRealtime(l, _) => (*l).into(),
             BgSender::Kernel(l, _) => l.clone(),
+            BgSender::Paced(p) => format!("kernel cubic paced at {} % of the leftover", p.0),
+            BgSender::Window(p) => format!("kernel cubic, in flight {} % of the leftover's BDP", p.0),
         }
     }
-    fn options(&self, a: &SendBenchArgs) -> SendOptions {
+    /// The sender's options; `leftover_mbps` is the round's leftover (paced senders only).
+    fn options(&self, a: &SendBenchArgs, leftover_mbps: f64) -> SendOptions {
         let mut c = ControlConfig::default();
         c.measurement.stream_len = a.stream_len;
         c.measurement.delayed_ack = true;
@@ -436,12 +485,21 @@ impl BgSender {
                 ("cubic", Mode::Background(Box::new(c), *bg))
             }
             BgSender::Kernel(_, cc) => (cc.as_str(), Mode::Bulk),
+            BgSender::Paced(_) | BgSender::Window(_) => ("cubic", Mode::Bulk),
         };
         SendOptions {
             limit: SendLimit::Time(Duration::from_secs(a.seconds)),
             interval: None,
             cc: Some(cc.into()),
             mode,
+            max_pacing_rate: match self {
+                BgSender::Paced(p) => Some(p.cap(leftover_mbps)),
+                _ => None,
+            },
+            max_in_flight: match self {
+                BgSender::Window(p) => Some(p.window(leftover_mbps, Dur(2 * a.delay.0))),
+                _ => None,
+            },
             ..SendOptions::default()
         }
     }
@@ -491,9 +549,15 @@ fn bg_senders(a: &SendBenchArgs) -> Result<(Vec<BgSender>, Vec<headroom_bpf::Reg
                 },
             )),
             "cubic" | "reno" => out.push(BgSender::Kernel(format!("kernel {name}"), name.clone())),
+            other if LeftoverPercent::parse_sender(other, "paced").is_some() => {
+                out.push(BgSender::Paced(LeftoverPercent::parse_sender(other, "paced").expect("checked")?))
+            }
+            other if LeftoverPercent::parse_sender(other, "window").is_some() => {
+                out.push(BgSender::Window(LeftoverPercent::parse_sender(other, "window").expect("checked")?))
+            }
             other => {
                 let Some(c) = headroom_bpf::Controller::parse(other) else {
-                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, headroom-d12, headroom-d12-floor, headroom-not-rt, cubic, reno, lp, ledbat, becc)")
+                    bail!("--senders: unknown sender {other:?} (paper, rtt-cur, floor, linear, headroom, headroom-d12, headroom-d12-floor, headroom-not-rt, cubic, reno, lp, ledbat, becc, paced-P, window-P)")
                 };
                 let unique = headroom_bpf::unique_name(c);
                 let opts = headroom_bpf::LoadOptions {
@@ -538,6 +602,59 @@ fn join_send(t: std::thread::JoinHandle<Result<TransferReport>>) -> Result<Trans
     }
 }
 
+/// Goodput of a sender's report: what the peer's TCP acknowledged by the end of the sending
+/// loop, over its duration (the written rate counts the send queue left at the end too).
+fn goodput(r: &TransferReport) -> f64 {
+    r.acked_rate().unwrap_or(r.rate).as_mbps()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_fraction_is_the_union_of_page_intervals_over_the_span() {
+        // [0,10] and [5,15] overlap into [0,15]; a gap to [20,30]: 25 of 30 ns covered.
+        assert!((busy_fraction(&[(20, 30), (0, 10), (5, 15)]) - 25.0 / 30.0).abs() < 1e-12);
+        // Nested intervals count once; one interval covers its own span.
+        assert_eq!(busy_fraction(&[(0, 100), (10, 20)]), 1.0);
+        assert_eq!(busy_fraction(&[]), 0.0);
+    }
+
+    #[test]
+    fn paced_senders_parse_a_whole_percentage_of_the_leftover() {
+        assert_eq!(LeftoverPercent::parse_sender("paced-40", "paced").unwrap().unwrap(), LeftoverPercent(40));
+        assert_eq!(LeftoverPercent::parse_sender("window-60", "window").unwrap().unwrap(), LeftoverPercent(60));
+        assert!(LeftoverPercent::parse_sender("paced-0", "paced").unwrap().is_err());
+        assert!(LeftoverPercent::parse_sender("paced-201", "paced").unwrap().is_err());
+        assert!(LeftoverPercent::parse_sender("paced-x", "paced").unwrap().is_err());
+        assert!(LeftoverPercent::parse_sender("cubic", "paced").is_none());
+        assert!(LeftoverPercent::parse_sender("window-40", "paced").is_none());
+        assert_eq!(LeftoverPercent(40).cap(30.0), Rate::from_bps(12_000_000));
+        assert_eq!(LeftoverPercent(40).cap(0.0), Rate::from_bps(100_000));
+        // 40 % of 32 Mbit/s over 20 ms: 0.4 × 80,000 B; never below two segments.
+        assert_eq!(LeftoverPercent(40).window(32.0, Dur::from_millis(20)), Bytes(32_000));
+        assert_eq!(LeftoverPercent(1).window(1.0, Dur::from_millis(20)), Bytes(2896));
+    }
+
+    #[test]
+    fn the_frontier_line_names_the_points_that_meet_both_goals() {
+        let l = frontier_line("paced", &[(20, 1.01, 0.2), (80, 1.07, 0.79)]);
+        assert!(l.contains(": none;") && l.contains("paced-20, 20 % at 1.010"), "{l}");
+        let l = frontier_line("window", &[(80, 1.04, 0.81)]);
+        assert!(l.contains("window-80 (1.040 at 81 %)"), "{l}");
+        assert!(frontier_line("paced", &[(60, 1.2, 0.6)]).ends_with("no point within 5 %"));
+    }
+}
+
+/// One background sender in one round of the background part (goodputs, Mbit/s).
+#[derive(Clone, Copy, Debug)]
+struct BgRound {
+    alone: f64,
+    fg: f64,
+    bg: f64,
+}
+
 fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     let (s1, t1) = start_receiver(tb, "r1")?;
     let (s2, t2) = start_receiver(tb, "r2")?;
@@ -548,15 +665,57 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         ..SendOptions::default()
     };
     let link = a.rate.as_mbps();
+    let (senders, _registered, notes) = bg_senders(a)?;
+    // Per round: the foreground alone (goodput, written rate), then each sender alone and beside it.
+    let mut fg_alone: Vec<(f64, f64)> = Vec::new();
+    let mut rounds: Vec<Vec<BgRound>> = vec![Vec::new(); senders.len()];
+    let mut counters: Vec<Option<String>> = vec![None; senders.len()];
+    for _ in 0..a.runs {
+        let r = join_send(spawn_send(tb, "s2", "r2", fg_opts(), false)?)?;
+        let (fg0, written0) = (goodput(&r), r.rate.as_mbps());
+        fg_alone.push((fg0, written0));
+        let leftover = (link - fg0).max(0.0);
+        for (i, bg) in senders.iter().enumerate() {
+            let ours = bg.realtime();
+            let alone = join_send(spawn_send(tb, "s1", "r1", bg.options(a, leftover), ours)?)?;
+            let bt = spawn_send(tb, "s1", "r1", bg.options(a, leftover), ours)?;
+            let ft = spawn_send(tb, "s2", "r2", fg_opts(), false)?;
+            let fg = goodput(&join_send(ft)?);
+            let both = join_send(bt)?;
+            rounds[i].push(BgRound { alone: goodput(&alone), fg, bg: goodput(&both) });
+            if let (true, Some(m), Some(ma)) = (ours, both.measure, alone.measure) {
+                counters[i] = Some(format!(
+                    "with fg: {} estimates, {} Eq. 4 reductions, {} losses, last limit {} B; alone: {} estimates, {} reductions, {} losses",
+                    both.estimates.len(),
+                    m.reductions,
+                    m.losses,
+                    m.last_limit.unwrap_or(0),
+                    alone.estimates.len(),
+                    ma.reductions,
+                    ma.losses,
+                ));
+            }
+        }
+    }
+    let med = |v: Vec<f64>| median(&v).unwrap_or(f64::NAN);
+    let fg0 = med(fg_alone.iter().map(|r| r.0).collect());
+    let leftover = (link - fg0).max(0.0);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "== background: foreground = kernel cubic bulk s2 -> r2, {} s per run, {} bottleneck",
-        a.seconds, a.rate
+        "== background: foreground = kernel cubic bulk s2 -> r2, {} s per run, {} bottleneck, {} round{}; rates are goodputs (acknowledged payload)",
+        a.seconds,
+        a.rate,
+        a.runs,
+        if a.runs == 1 { "" } else { "s (medians over rounds; ratios within each round)" }
     );
-    let fg_alone = join_send(spawn_send(tb, "s2", "r2", fg_opts(), false)?)?.rate.as_mbps();
-    let _ = writeln!(s, "foreground alone: {fg_alone:.2} Mbit/s ({:.1} % of the link)", fg_alone / link * 100.0);
-    let leftover = (link - fg_alone).max(0.0);
+    let per: Vec<String> = fg_alone.iter().map(|r| format!("{:.2} ({:.2} written)", r.0, r.1)).collect();
+    let _ = writeln!(
+        s,
+        "foreground alone: {fg0:.2} Mbit/s ({:.1} % of the link; rounds: {})",
+        fg0 / link * 100.0,
+        per.join(", ")
+    );
     let _ = writeln!(
         s,
         "{:<w$} {:>10} {:>8} {:>12} {:>12} {:>14} | goals",
@@ -568,26 +727,22 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         "bg with fg",
         w = LABEL_WIDTH
     );
-    let (senders, _registered, notes) = bg_senders(a)?;
     let mut verdicts = Vec::new();
-    for bg in senders {
-        let ours = bg.realtime();
-        let alone = join_send(spawn_send(tb, "s1", "r1", bg.options(a), ours)?)?;
-        let bt = spawn_send(tb, "s1", "r1", bg.options(a), ours)?;
-        let ft = spawn_send(tb, "s2", "r2", fg_opts(), false)?;
-        let fg = join_send(ft)?.rate.as_mbps();
-        let both = join_send(bt)?;
-        let bgr = both.rate.as_mbps();
-        let kept = fg / fg_alone;
-        let used = if leftover > 0.0 { bgr / leftover } else { f64::NAN };
-        let goals = [kept >= 0.95, leftover <= 0.0 || used >= 0.80, alone.rate.as_mbps() >= 0.85 * link];
+    for ((bg, rs), counter) in senders.iter().zip(&rounds).zip(&counters) {
+        let alone = med(rs.iter().map(|r| r.alone).collect());
+        let fg = med(rs.iter().map(|r| r.fg).collect());
+        let bgr = med(rs.iter().map(|r| r.bg).collect());
+        let kept = med(rs.iter().zip(&fg_alone).map(|(r, f)| r.fg / f.0).collect());
+        let left = |f: &(f64, f64)| (link - f.0).max(0.0);
+        let used = med(rs.iter().zip(&fg_alone).map(|(r, f)| r.bg / left(f).max(f64::MIN_POSITIVE)).collect());
+        let goals = [kept >= 0.95, leftover <= 0.0 || used >= 0.80, alone >= 0.85 * link];
         let yes = |b: bool| if b { "met" } else { "MISSED" };
         let _ = writeln!(
             s,
             "{:<w$} {:>10.2} {:>7.1}% {:>12.2} {:>11.1}% {:>9.2} ({:>4.0}% of leftover) | fg kept {}, leftover used {}, alone {}",
             bg.name(),
-            alone.rate.as_mbps(),
-            alone.rate.as_mbps() / link * 100.0,
+            alone,
+            alone / link * 100.0,
             fg,
             kept * 100.0,
             bgr,
@@ -597,31 +752,33 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             yes(goals[2]),
             w = LABEL_WIDTH
         );
-        if let (true, Some(m), Some(ma)) = (ours, both.measure, alone.measure) {
-            let _ = writeln!(
-                s,
-                "{:<w$} with fg: {} estimates, {} Eq. 4 reductions, {} losses, last limit {} B; alone: {} estimates, {} reductions, {} losses",
-                "",
-                both.estimates.len(),
-                m.reductions,
-                m.losses,
-                m.last_limit.unwrap_or(0),
-                alone.estimates.len(),
-                ma.reductions,
-                ma.losses,
-                w = LABEL_WIDTH
-            );
+        if a.runs > 1 {
+            let per: Vec<String> = rs
+                .iter()
+                .zip(&fg_alone)
+                .map(|(r, f)| format!("{:.1}%/{:.2}/{:.0}%", r.fg / f.0 * 100.0, r.bg, r.bg / left(f) * 100.0))
+                .collect();
+            let _ =
+                writeln!(s, "{:<w$}   rounds (fg kept/bg Mbit/s/% leftover): {}", "", per.join("  "), w = LABEL_WIDTH);
+        }
+        if let Some(c) = counter {
+            let _ = writeln!(s, "{:<w$} {c} (last round)", "", w = LABEL_WIDTH);
         }
         verdicts.push((bg, goals));
     }
     for n in notes {
         let _ = writeln!(s, "{n}");
     }
+    let spread = fg_alone.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max)
+        - fg_alone.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
     let _ = writeln!(
         s,
-        "(leftover = link {link:.1} - foreground alone {fg_alone:.2} = {leftover:.2} Mbit/s; kernel cubic and reno are the harm baseline, not held to the goals)"
+        "(leftover = link {link:.1} - foreground alone {fg0:.2} = {leftover:.2} Mbit/s, the link counted in IP bytes and the foreground in payload, so {:.2} Mbit/s of it are the foreground's headers at a 1448-byte MSS; the foreground alone spans {spread:.2} Mbit/s over the rounds; kernel cubic and reno are the harm baseline, not held to the goals)",
+        link - link * HEADERLESS
     );
-    for (bg, goals) in verdicts.iter().filter(|v| !matches!(v.0, BgSender::Kernel(..))) {
+    for (bg, goals) in
+        verdicts.iter().filter(|v| matches!(v.0, BgSender::ImtcpBg(..) | BgSender::ImtcpBgNotRealtime(..)))
+    {
         let _ = writeln!(
             s,
             "goal (issue 15, bulk foreground): {} keeps the foreground >= 95 %, uses >= 80 % of the leftover and >= 85 % of the link alone: {}",
@@ -635,6 +792,11 @@ fn background_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     Ok(s)
 }
 
+/// Payload share of a full-sized packet on the bench's path: 1448 B of payload in 1500 B of IP
+/// packet (20 B IP, 20 B TCP, 12 B timestamp option), the most payload goodput a link counted
+/// in IP bytes can carry.
+const HEADERLESS: f64 = 1448.0 / 1500.0;
+
 /// ImTCP §4.3's web model (module doc).
 const WEB_OBJECTS: u32 = 8;
 const WEB_OBJECT_MEAN: u64 = 12_000;
@@ -642,9 +804,60 @@ const WEB_SHAPE: f64 = 1.2;
 const WEB_THINK_MS: u64 = 1000;
 const WEB_PORT: u16 = 8080;
 
-/// Runs the web clients in `r2` against the server in `s2` for `--seconds`: (mean page time s,
-/// pages, web throughput Mbit/s).
-fn web_run(tb: &Testbed, a: &SendBenchArgs) -> Result<(f64, usize, f64)> {
+/// The verdict of one kind of gentle sender (`paced`, `window`): (percent, page ratio, share of
+/// the leftover used) per point.
+pub fn frontier_line(kind: &str, points: &[(u32, f64, f64)]) -> String {
+    let good: Vec<String> = points
+        .iter()
+        .filter(|p| p.1 <= 1.05 && p.2 >= 0.80)
+        .map(|p| format!("{kind}-{} ({:.3} at {:.0} %)", p.0, p.1, p.2 * 100.0))
+        .collect();
+    let within: Vec<&(u32, f64, f64)> = points.iter().filter(|p| p.1 <= 1.05).collect();
+    let best = within.iter().max_by(|a, b| a.2.total_cmp(&b.2));
+    format!(
+        "{kind} frontier ({} points): >= 80 % of the leftover at a page ratio <= 1.05: {}; most of the leftover within 5 %: {}",
+        points.len(),
+        if good.is_empty() { "none".to_string() } else { good.join(", ") },
+        best.map_or("no point within 5 %".to_string(), |p| format!("{kind}-{}, {:.0} % at {:.3}", p.0, p.2 * 100.0, p.1))
+    )
+}
+
+/// One run of the web clients.
+#[derive(Clone, Copy, Debug)]
+struct WebRun {
+    /// Mean page time, s.
+    page: f64,
+    pages: usize,
+    /// Web throughput, Mbit/s.
+    mbps: f64,
+    /// Fraction of the run with at least one page in flight (any client).
+    busy: f64,
+}
+
+/// The fraction of `[first start, last end]` covered by at least one of `intervals` (start,
+/// end in ns): the union's length over the span; 0 without intervals.
+pub fn busy_fraction(intervals: &[(u64, u64)]) -> f64 {
+    let mut v: Vec<(u64, u64)> = intervals.iter().copied().filter(|(s, e)| e > s).collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable();
+    let (first, last) = (v[0].0, v.iter().map(|x| x.1).max().expect("not empty"));
+    let (mut covered, mut cur) = (0u64, v[0]);
+    for &(s, e) in &v[1..] {
+        if s <= cur.1 {
+            cur.1 = cur.1.max(e);
+        } else {
+            covered += cur.1 - cur.0;
+            cur = (s, e);
+        }
+    }
+    covered += cur.1 - cur.0;
+    covered as f64 / (last - first) as f64
+}
+
+/// Runs the web clients in `r2` against the server in `s2` for `--seconds`.
+fn web_run(tb: &Testbed, a: &SendBenchArgs) -> Result<WebRun> {
     let server = SocketAddr::new(tb.host("s2")?.addr.into(), WEB_PORT);
     let mut threads = Vec::new();
     for i in 0..a.web_clients {
@@ -671,7 +884,13 @@ fn web_run(tb: &Testbed, a: &SendBenchArgs) -> Result<(f64, usize, f64)> {
     }
     let mean = pages.iter().map(|p| p.time.as_secs_f64()).sum::<f64>() / pages.len() as f64;
     let bytes: u64 = pages.iter().map(|p| p.bytes).sum();
-    Ok((mean, pages.len(), bytes as f64 * 8.0 / 1e6 / a.seconds as f64))
+    let spans: Vec<(u64, u64)> = pages.iter().map(|p| (p.done_ns.saturating_sub(p.time.0), p.done_ns)).collect();
+    Ok(WebRun {
+        page: mean,
+        pages: pages.len(),
+        mbps: bytes as f64 * 8.0 / 1e6 / a.seconds as f64,
+        busy: busy_fraction(&spans),
+    })
 }
 
 fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
@@ -689,22 +908,24 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
     let result: Result<String> = (|| {
         let link = a.rate.as_mbps();
         let (senders, _registered, notes) = bg_senders(a)?;
-        // Per round: the web alone, then beside each sender; (page s, pages, Mbit/s).
-        let mut alone = Vec::new();
+        // Per round: the web alone, then beside each sender; (page s, pages, bg Mbit/s).
+        let mut alone: Vec<WebRun> = Vec::new();
         let mut with: Vec<Vec<(f64, usize, f64)>> = vec![Vec::new(); senders.len()];
         for _ in 0..a.runs {
-            alone.push(web_run(tb, a)?);
+            let w0 = web_run(tb, a)?;
+            alone.push(w0);
             for (i, bg) in senders.iter().enumerate() {
                 let ours = bg.realtime();
-                let bt = spawn_send(tb, "s1", "r1", bg.options(a), ours)?;
-                let (page, n, _) = web_run(tb, a)?;
-                with[i].push((page, n, join_send(bt)?.rate.as_mbps()));
+                let bt = spawn_send(tb, "s1", "r1", bg.options(a, (link - w0.mbps).max(0.0)), ours)?;
+                let w = web_run(tb, a)?;
+                with[i].push((w.page, w.pages, goodput(&join_send(bt)?)));
             }
         }
         let med = |v: Vec<f64>| median(&v).unwrap_or(f64::NAN);
-        let page0 = med(alone.iter().map(|r| r.0).collect());
-        let web0 = med(alone.iter().map(|r| r.2).collect());
-        let n0: usize = alone.iter().map(|r| r.1).sum();
+        let page0 = med(alone.iter().map(|r| r.page).collect());
+        let web0 = med(alone.iter().map(|r| r.mbps).collect());
+        let busy0 = med(alone.iter().map(|r| r.busy).collect());
+        let n0: usize = alone.iter().map(|r| r.pages).sum();
         let leftover = (link - web0).max(0.0);
         let mut s = String::new();
         let _ = writeln!(
@@ -718,12 +939,13 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             a.runs,
             if a.runs == 1 { "" } else { "s (medians over rounds; ratios within each round)" }
         );
-        let pages_alone: Vec<String> = alone.iter().map(|r| format!("{:.1}", r.0 * 1000.0)).collect();
+        let pages_alone: Vec<String> = alone.iter().map(|r| format!("{:.1}", r.page * 1000.0)).collect();
         let _ = writeln!(
             s,
-            "web alone: mean page time {:.1} ms (rounds: {}) over {n0} pages, {web0:.2} Mbit/s; leftover {leftover:.2} Mbit/s",
+            "web alone: mean page time {:.1} ms (rounds: {}) over {n0} pages, {web0:.2} Mbit/s; leftover {leftover:.2} Mbit/s; at least one page in flight {:.1} % of the time",
             page0 * 1000.0,
-            pages_alone.join(", ")
+            pages_alone.join(", "),
+            busy0 * 100.0
         );
         let _ = writeln!(
             s,
@@ -736,13 +958,14 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             "% leftover",
             w = LABEL_WIDTH
         );
+        let (mut paced, mut windowed) = (Vec::new(), Vec::new());
         for (bg, rounds) in senders.iter().zip(&with) {
             let page = med(rounds.iter().map(|r| r.0).collect());
             let n: usize = rounds.iter().map(|r| r.1).sum();
-            let ratio = med(rounds.iter().zip(&alone).map(|(r, a0)| r.0 / a0.0).collect());
+            let ratio = med(rounds.iter().zip(&alone).map(|(r, a0)| r.0 / a0.page).collect());
             let bgr = med(rounds.iter().map(|r| r.2).collect());
             let used =
-                med(rounds.iter().zip(&alone).map(|(r, a0)| r.2 / (link - a0.2).max(f64::MIN_POSITIVE)).collect());
+                med(rounds.iter().zip(&alone).map(|(r, a0)| r.2 / (link - a0.mbps).max(f64::MIN_POSITIVE)).collect());
             let yes = |b: bool| if b { "met" } else { "MISSED" };
             let _ = writeln!(
                 s,
@@ -761,9 +984,19 @@ fn web_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
                 let per: Vec<String> = rounds
                     .iter()
                     .zip(&alone)
-                    .map(|(r, a0)| format!("{:.3}/{:.0}%", r.0 / a0.0, r.2 / (link - a0.2) * 100.0))
+                    .map(|(r, a0)| format!("{:.3}/{:.0}%", r.0 / a0.page, r.2 / (link - a0.mbps) * 100.0))
                     .collect();
                 let _ = writeln!(s, "{:<w$}   rounds (page ratio/% leftover): {}", "", per.join("  "), w = LABEL_WIDTH);
+            }
+            match bg {
+                BgSender::Paced(p) => paced.push((p.0, ratio, used)),
+                BgSender::Window(p) => windowed.push((p.0, ratio, used)),
+                _ => {}
+            }
+        }
+        for (kind, points) in [("paced", &paced), ("window", &windowed)] {
+            if !points.is_empty() {
+                let _ = writeln!(s, "{}", frontier_line(kind, points));
             }
         }
         for n in notes {

@@ -78,10 +78,19 @@ fn load(file: &Path) -> Result<(String, Scenario)> {
     Ok((src, sc))
 }
 
+/// Seconds a run lasts before its progress bar appears, unless `HEADROOM_PROGRESS_AFTER` (seconds,
+/// e.g. `0` to draw from the start, as the progress test does) says otherwise.
+const PROGRESS_AFTER_S: f64 = 1.0;
+
 /// Runs the world to its end, drawing a progress bar (indicatif) on a terminal once a run passes
-/// ~1 s; nothing is drawn when stdout or stderr is not a terminal, so files and pipes see only the
-/// results.
+/// [`PROGRESS_AFTER_S`]; nothing is drawn when stdout or stderr is not a terminal, so files and
+/// pipes see only the results.
 pub fn run_with_progress(w: &mut World) {
+    let after = std::env::var("HEADROOM_PROGRESS_AFTER")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(PROGRESS_AFTER_S);
     let started = Instant::now();
     let end = w.end;
     let steps = 200u64;
@@ -89,7 +98,7 @@ pub fn run_with_progress(w: &mut World) {
     let mut bar: Option<ProgressBar> = None;
     for k in 1..=steps {
         w.run_until(Time(end.0 / steps * k));
-        if tty && started.elapsed().as_secs_f64() > 1.0 {
+        if tty && started.elapsed().as_secs_f64() >= after {
             let b = bar.get_or_insert_with(|| {
                 let b = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
                 b.set_style(

@@ -15,7 +15,7 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use headroom_core::cc::imtcp_bg::{ImtcpBgConfig, RttCur};
 use headroom_core::imtcp::{ControlConfig, Estimate};
-use headroom_core::units::{Bytes, Dur};
+use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::transfer::{
     send, IntervalReport, Mode, Receiver, ReceiverConfig, SendLimit, SendOptions, SessionSummary, TransferReport,
     DEFAULT_TRANSFER_PORT,
@@ -91,6 +91,15 @@ pub struct SendArgs {
     /// Packets per measurement stream (ImTCP's N).
     #[arg(long, default_value_t = 35)]
     pub stream_len: usize,
+    /// Cap the kernel's pacing rate (SO_MAX_PACING_RATE, e.g. 20Mbps): TCP's internal pacing
+    /// sends at most this fast, without fq (a constant-rate background; plain sends only, not
+    /// with --measure, --background or --reverse).
+    #[arg(long, value_parser = parse_positive::<Rate>, conflicts_with_all = ["measure", "background", "reverse"])]
+    pub max_rate: Option<Rate>,
+    /// Write only while fewer than this many bytes are unacknowledged (e.g. 64KB): a fixed
+    /// in-flight limit over the kernel's TCP, enforced by the writer (plain sends only).
+    #[arg(long, conflicts_with_all = ["measure", "background", "reverse"])]
+    pub max_in_flight: Option<Bytes>,
     /// Give up connecting after this long.
     #[arg(long, default_value = "5s")]
     pub connect_timeout: Dur,
@@ -229,6 +238,9 @@ pub fn report_json(r: &TransferReport) -> Value {
         "bytes": r.bytes,
         "seconds": r.duration.as_secs_f64(),
         "mbps": mbps(r.rate),
+        "acked_bytes": r.acked,
+        "acked_mbps": r.acked_rate().map(mbps),
+        "pacing_cap_mbps": r.pacing_cap.map(mbps),
         "received_bytes": r.received.map(|t| t.payload),
         "verified": r.verified,
         "mismatched_bytes": r.received.filter(|_| r.verified).map(|t| t.mismatched),
@@ -252,6 +264,12 @@ fn report_text(r: &TransferReport) -> String {
         s += &format!(" ({cc})");
     }
     if r.sent {
+        if let Some(a) = r.acked_rate() {
+            s += &format!(", {:.2} Mbit/s acknowledged", mbps(a));
+        }
+        if let Some(p) = r.pacing_cap {
+            s += &format!(", paced at most {:.2} Mbit/s", mbps(p));
+        }
         s += &format!(", {} retransmits", r.retransmits);
         match r.received {
             Some(t) => s += &format!("; receiver got {} B", t.payload),
@@ -355,6 +373,8 @@ pub fn send_options(a: &SendArgs) -> Result<SendOptions> {
         connect_timeout: dur(a.connect_timeout),
         stop: None,
         account_wait: dur(a.account_wait),
+        max_pacing_rate: a.max_rate,
+        max_in_flight: a.max_in_flight,
     })
 }
 

@@ -20,6 +20,7 @@ pub mod serde_units;
 pub mod sweep;
 pub mod tcp;
 pub mod traffic;
+pub mod wire;
 pub mod world;
 
 pub use scenario::{Scenario, ScenarioError};

@@ -23,7 +23,7 @@
 //! a thousand). A link's arrivals are due in the order it sent them: each starts after the
 //! previous one finished serialising and every one waits the same `delay`, and the sequence
 //! numbers grow, so their `(time, seq)` keys grow too. Each link therefore keeps its pending
-//! arrivals in a FIFO ([`Lane`]) and only the first one sits in the heap; popping it puts the
+//! arrivals in a FIFO (its lane, [`crate::wire::Wire`]) and only the first one sits in the heap; popping it puts the
 //! next one in its place. The heap holds a few entries per link and connection instead of
 //! every packet in flight, and since the keys are the same `(time, seq)` pairs, events come out
 //! in exactly the order one heap of all of them gives. An arrival that would not keep its
@@ -32,7 +32,7 @@
 //! The other half of the events used to be "link free" (a link finished serialising). There is
 //! still one such event per transmission, with its `(time, seq)` key taken when the
 //! transmission starts, but it is in the heap only while packets wait behind it
-//! ([`Wire::Free`]): then it starts the next transmission, at its place in the order, and
+//! ([`WireEvent::Free`]): then it starts the next transmission, at its place in the order, and
 //! assigns that transmission's keys as it always did. A link's free event with nobody waiting
 //! only made the link idle. Now the link keeps that event's key (`free_at`) and is busy for as
 //! long as the event in progress ([`Net::pop_until`]'s last key) comes before it: the same
@@ -57,6 +57,7 @@ use headroom_core::units::{Dur, Rate, Time};
 use headroom_core::rng::Rng;
 
 use crate::event_heap::{EventHeap, Keyed};
+use crate::wire::{earlier, Wire, WireEvent};
 
 pub type NodeId = u16;
 pub type LinkId = u32;
@@ -145,18 +146,6 @@ pub enum Ev {
     /// Periodic trace sample.
     Sample,
 }
-
-/// What an entry of the links' heap stands for: the first pending arrival of a link's
-/// [`Lane`], or a link's free event while packets wait behind it (see the module's "Hot path").
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Lane(LinkId),
-    Free(LinkId),
-}
-
-/// A link's pending arrivals `(time, seq, packet)`, in increasing `(time, seq)` order; the first
-/// one is also in the heap (as [`Wire::Lane`]).
-type Lane = VecDeque<(u64, u64, u32)>;
 
 /// Queue limit of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -267,11 +256,10 @@ pub struct Net {
     cur: (u64, u64),
     /// Endpoint and traffic events (timers, wake-ups, samples, ...).
     heap: EventHeap<Ev>,
-    /// The links' entries: at most one lane head and one free event per link, so a pop from
-    /// it sifts through a few levels, not through every pending timer.
-    wire: EventHeap<Wire>,
-    /// Pending arrivals of each link (see the module's "Hot path").
-    lanes: Vec<Lane>,
+    /// The links' entries and each link's pending arrivals (packet slots): at most one lane
+    /// head and one free event per link in its heap, so a pop sifts through a few levels, not
+    /// through every pending timer (see the module's "Hot path").
+    wire: Wire<u32>,
     next_seq: u64,
     pkts: Vec<Packet>,
     free_pkts: Vec<u32>,
@@ -287,13 +275,11 @@ pub struct Net {
 impl Net {
     pub fn new(node_names: Vec<String>, links: Vec<Link>) -> Net {
         let n = node_names.len();
-        let lanes = links.iter().map(|_| Lane::new()).collect();
         let mut net = Net {
             now: Time::ZERO,
             cur: (0, 0),
             heap: EventHeap::with_capacity(64),
-            wire: EventHeap::with_capacity(2 * links.len()),
-            lanes,
+            wire: Wire::new(links.len()),
             next_seq: 0,
             pkts: Vec::with_capacity(1024),
             free_pkts: Vec::new(),
@@ -346,18 +332,9 @@ impl Net {
     #[inline]
     fn schedule_arrival(&mut self, li: LinkId, at: Time, seq: u64, pkt: u32) {
         debug_assert!(at >= self.now, "event scheduled in the past");
-        let lane = &mut self.lanes[li as usize];
-        match lane.back() {
-            None => {
-                lane.push_back((at.0, seq, pkt));
-                self.wire.push(Keyed { time: at.0, seq, ev: Wire::Lane(li) });
-            }
-            // `seq` is the largest yet, so a time no earlier than the last one's keeps the order.
-            Some(&(last, _, _)) if at.0 >= last => lane.push_back((at.0, seq, pkt)),
-            Some(_) => {
-                let node = self.links[li as usize].to;
-                self.heap.push(Keyed { time: at.0, seq, ev: Ev::Arrive { pkt, node } });
-            }
+        if let Err(pkt) = self.wire.push_arrival(li, at.0, seq, pkt) {
+            let node = self.links[li as usize].to;
+            self.heap.push(Keyed { time: at.0, seq, ev: Ev::Arrive { pkt, node } });
         }
     }
 
@@ -366,14 +343,7 @@ impl Net {
     #[inline]
     pub fn pop_until(&mut self, until: Time) -> Option<Ev> {
         loop {
-            // The earlier of the two heaps' first entries (keys are unique).
-            let ev = self.heap.peek_key();
-            let wire = self.wire.peek_key();
-            let first = match (wire, ev) {
-                (Some(w), Some(e)) => Some((w.min(e), w < e)),
-                (Some(w), None) => Some((w, true)),
-                (None, e) => e.map(|e| (e, false)),
-            };
+            let first = earlier(self.wire.peek_key(), self.heap.peek_key());
             let Some((key, wire_first)) = first.filter(|f| f.0 .0 <= until.0) else {
                 self.cur = self.cur.max((until.0, u64::MAX));
                 return None;
@@ -384,45 +354,32 @@ impl Net {
             if !wire_first {
                 return self.heap.pop().map(|e| e.ev);
             }
-            let top = *self.wire.peek()?;
-            match top.ev {
-                Wire::Lane(li) => {
-                    let lane = &mut self.lanes[li as usize];
-                    let Some((_, _, pkt)) = lane.pop_front() else {
+            match self.wire.peek()? {
+                WireEvent::Arrival(li) => {
+                    let Some(pkt) = self.wire.pop_arrival(li) else {
                         // Not reached: a lane's entry is in the heap only while the lane has one.
-                        self.wire.pop();
+                        self.wire.discard_top();
                         continue;
                     };
-                    let node = self.links[li as usize].to;
-                    match lane.front() {
-                        // The lane's next arrival takes the first one's place (one sift-down).
-                        Some(&(time, seq, _)) => {
-                            self.wire.replace_top(Keyed { time, seq, ev: Wire::Lane(li) });
-                        }
-                        None => {
-                            self.wire.pop();
-                        }
-                    }
-                    return Some(Ev::Arrive { pkt, node });
+                    return Some(Ev::Arrive { pkt, node: self.links[li as usize].to });
                 }
-                Wire::Free(li) => {
+                WireEvent::Free(li) => {
                     // The link finished serialising: the first waiting packet starts. Its free
                     // event takes this one's place while more wait behind it.
                     let link = &mut self.links[li as usize];
                     let Some(idx) = link.queue.pop_front() else {
                         // Not reached: a free event is in the heap only while packets wait.
-                        self.wire.pop();
+                        self.wire.discard_top();
                         continue;
                     };
                     let size = self.pkts[idx as usize].size;
                     link.queued_bytes -= size as u64;
                     let (free, arrival) = start_tx(link, size, self.now, &mut self.next_seq, &mut self.counters);
-                    if !link.queue.is_empty() {
+                    let waiting = !link.queue.is_empty();
+                    if waiting {
                         link.free_uncounted = false;
-                        self.wire.replace_top(Keyed { time: free.0, seq: free.1, ev: Wire::Free(li) });
-                    } else {
-                        self.wire.pop();
                     }
+                    self.wire.replace_free(li, waiting.then_some(free));
                     self.schedule_arrival(li, arrival.0, arrival.1, idx);
                 }
             }
@@ -488,7 +445,7 @@ impl Net {
                 // The first packet to wait: the free event now has work to do in the heap.
                 let (time, seq) = link.free_at;
                 link.free_uncounted = false;
-                self.wire.push(Keyed { time, seq, ev: Wire::Free(li) });
+                self.wire.push_free(li, (time, seq));
             }
             link.queue.push_back(idx);
             link.queued_bytes += p.size as u64;

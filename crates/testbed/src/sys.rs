@@ -47,15 +47,24 @@ pub fn precise_timers() {
 /// (it needs root or CAP_SYS_NICE). The kernel's RT throttling (95% of each second by default)
 /// still bounds what such a thread can take.
 pub fn set_realtime(prio: i32) -> bool {
+    try_set_realtime(prio).is_ok()
+}
+
+/// [`set_realtime`] with the system's reason when refused (`EPERM` without root, CAP_SYS_NICE
+/// or a large enough `ulimit -r`).
+pub fn try_set_realtime(prio: i32) -> io::Result<()> {
     let p = libc::sched_param { sched_priority: prio };
     // SAFETY: `p` is a valid sched_param; pid 0 is the calling thread.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Returns the calling thread to normal scheduling (`SCHED_OTHER`).
 pub fn set_normal_scheduling() {
     let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: as in `set_realtime`.
+    // SAFETY: as in `try_set_realtime`.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) };
 }
 

@@ -295,6 +295,20 @@ struct Round {
     streams: Vec<StreamRecord>,
 }
 
+impl Round {
+    /// The record of stream `key` if it belongs to this round.
+    fn record_mut(&mut self, key: StreamKey) -> Option<&mut StreamRecord> {
+        if self.id != key.round {
+            return None;
+        }
+        let slot = match self.kind {
+            RoundKind::Cprobe => (key.index == 0).then_some(0)?,
+            RoundKind::Search(_) => key.index.checked_sub(1)?,
+        };
+        self.streams.get_mut(slot)
+    }
+}
+
 /// Why a round ended without an estimate, or how it ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RoundOutcome {
@@ -459,15 +473,7 @@ impl Measurer {
     }
 
     fn record_mut(&mut self, key: StreamKey) -> Option<&mut StreamRecord> {
-        let round = self.round.as_mut()?;
-        if round.id != key.round {
-            return None;
-        }
-        let slot = match round.kind {
-            RoundKind::Cprobe => (key.index == 0).then_some(0)?,
-            RoundKind::Search(_) => key.index.checked_sub(1)?,
-        };
-        round.streams.get_mut(slot)
+        self.round.as_mut()?.record_mut(key)
     }
 
     /// Packet `j` (1-based) of stream `key` left at `now`, `bytes` long on the wire.
@@ -524,31 +530,16 @@ impl Measurer {
     /// No more arrivals are expected for stream `key`: run its trend test now (it may allow an
     /// early stop).
     pub fn close_stream(&mut self, key: StreamKey) {
-        let Some(round) = self.round.as_ref() else { return };
+        let Some(round) = self.round.as_mut() else { return };
         let kind = round.kind.clone();
-        let Some(rec) = self.record_mut(key) else { return };
+        let Some(rec) = round.record_mut(key) else { return };
         if rec.state != StreamState::Sent {
             return;
         }
-        let packets = std::mem::take(&mut rec.packets);
-        let report = self.judge(&kind, key.index, &packets);
-        if let Some(rec) = self.record_mut(key) {
-            rec.packets = packets;
-            rec.report = Some(report);
-            rec.state = StreamState::Closed;
-        }
-    }
-
-    /// A stream's trend test (step 3); counts the stream in `off_schedule` when it left off
-    /// its plan.
-    fn judge(&mut self, kind: &RoundKind, index: usize, packets: &[Option<ProbePacket>]) -> TrendReport {
-        if let RoundKind::Search(range) = kind {
-            let (lo, hi) = range.sub_range(index, self.cfg.sub_ranges);
-            if schedule_error(packets, lo, hi).is_some_and(|e| e.abs() > OFF_SCHEDULE) {
-                self.stats.off_schedule += 1;
-            }
-        }
-        trend_of(&stream_delays(packets, self.cfg.delayed_ack), &self.cfg.trend)
+        let judged = judge(&self.cfg, &kind, key.index, &rec.packets);
+        rec.report = Some(judged.report);
+        rec.state = StreamState::Closed;
+        self.stats.off_schedule += u64::from(judged.off_schedule);
     }
 
     /// Whether the current round still needs a stream sent (what [`Self::next_stream`] would
@@ -574,7 +565,9 @@ impl Measurer {
                 || (s.state == StreamState::Sending && s.packets.iter().any(|p| p.is_some()))
             {
                 let index = if matches!(round.kind, RoundKind::Cprobe) { 0 } else { idx + 1 };
-                s.report = Some(self.judge(&round.kind, index, &s.packets));
+                let judged = judge(&self.cfg, &round.kind, index, &s.packets);
+                s.report = Some(judged.report);
+                self.stats.off_schedule += u64::from(judged.off_schedule);
                 s.state = StreamState::Closed;
             }
         }
@@ -771,6 +764,24 @@ fn rate_points(packets: &[Option<ProbePacket>], delayed_ack: bool) -> Vec<(f64, 
 /// How far a stream's send span may differ from its plan before it counts as off schedule: 5 %,
 /// the smallest sub-range width relative to `A` with the default minimum width.
 pub const OFF_SCHEDULE: f64 = 0.05;
+
+/// A stream's trend test (step 3), and whether the stream left off its plan by more than
+/// [`OFF_SCHEDULE`] (search streams only: Cprobe's plan is the link rate, not a sweep).
+struct Judged {
+    report: TrendReport,
+    off_schedule: bool,
+}
+
+fn judge(cfg: &MeasurementConfig, kind: &RoundKind, index: usize, packets: &[Option<ProbePacket>]) -> Judged {
+    let off_schedule = match kind {
+        RoundKind::Search(range) => {
+            let (lo, hi) = range.sub_range(index, cfg.sub_ranges);
+            schedule_error(packets, lo, hi).is_some_and(|e| e.abs() > OFF_SCHEDULE)
+        }
+        RoundKind::Cprobe => false,
+    };
+    Judged { report: trend_of(&stream_delays(packets, cfg.delayed_ack), &cfg.trend), off_schedule }
+}
 
 /// The planned rate of packet `j` (2..=n) of a stream sweeping `(lo, hi)` (step 3), as
 /// [`Measurer::next_stream`] plans it.

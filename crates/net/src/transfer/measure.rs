@@ -319,9 +319,11 @@ pub(crate) fn transmit(
     while let Some(e) = buffer.poll_estimate() {
         estimates.push(e);
     }
+    let duration = t0.elapsed();
     Ok(Sent {
         payload: source.payload(),
-        duration: t0.elapsed(),
+        acked: sock::tcp_info(fd).map_or(0, |i| i.bytes_acked.saturating_sub(acked_base)),
+        duration,
         interrupted,
         estimates,
         measure: Some(stats),

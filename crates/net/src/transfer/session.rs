@@ -67,6 +67,15 @@ pub struct SendOptions {
     /// Sender: how long to wait for the receiver's account after the last byte *without new
     /// progress from it* (see [`STALL_WAIT`], the default).
     pub account_wait: Duration,
+    /// Plain sender ([`Mode::Bulk`], not `reverse`): cap the kernel's pacing rate
+    /// ([`sock::set_max_pacing_rate`], `SO_MAX_PACING_RATE`), which turns on TCP's internal
+    /// pacing: a constant-rate background at most this fast (`send --max-rate`).
+    pub max_pacing_rate: Option<Rate>,
+    /// Plain sender: at most this many bytes written and not yet acknowledged by the peer's
+    /// TCP (sent or still queued in the socket), a fixed in-flight limit enforced by the
+    /// writer from `TCP_INFO` `bytes_acked` (`send --max-in-flight`): a window-limited
+    /// background, whose rate falls as the path's queue grows (W / RTT).
+    pub max_in_flight: Option<Bytes>,
 }
 
 impl Default for SendOptions {
@@ -81,6 +90,8 @@ impl Default for SendOptions {
             connect_timeout: Duration::from_secs(5),
             stop: None,
             account_wait: STALL_WAIT,
+            max_pacing_rate: None,
+            max_in_flight: None,
         }
     }
 }
@@ -118,6 +129,13 @@ pub struct TransferReport {
     pub cc: Option<String>,
     /// Payload bytes this side sent (written) or received.
     pub bytes: u64,
+    /// Sender: payload bytes the peer's TCP had acknowledged when the sending loop ended
+    /// (`TCP_INFO` `bytes_acked`). `bytes` counts what was *written*, which includes the socket's
+    /// send queue at the end (with a time limit, up to the autotuned send buffer): its rate
+    /// reads high by that queue over the duration; [`TransferReport::acked_rate`] does not.
+    pub acked: Option<u64>,
+    /// Sender: the socket's pacing cap at the end (`SO_MAX_PACING_RATE`), when one was set.
+    pub pacing_cap: Option<Rate>,
     pub duration: Duration,
     pub rate: Rate,
     /// The receiver's account (payload received, mismatched bytes); None when the transfer
@@ -150,6 +168,13 @@ pub enum TransferError {
     /// Bad options.
     Invalid(String),
     Io(io::Error),
+}
+
+impl TransferReport {
+    /// Sender: acknowledged payload over the duration (see [`TransferReport::acked`]).
+    pub fn acked_rate(&self) -> Option<Rate> {
+        self.acked.map(|a| rate_of(a, self.duration))
+    }
 }
 
 impl std::fmt::Display for TransferError {
@@ -314,6 +339,26 @@ fn validate(opts: &SendOptions) -> Result<(), TransferError> {
     if matches!(opts.limit, SendLimit::Bytes(0)) || matches!(opts.limit, SendLimit::Time(d) if d.is_zero()) {
         return Err(TransferError::Invalid("the byte or time limit must be positive".into()));
     }
+    if opts.max_pacing_rate.is_some() && (opts.reverse || opts.mode != Mode::Bulk) {
+        return Err(TransferError::Invalid(
+            "--max-rate caps the kernel's pacing of a plain sender: not with --reverse (the server sends) \
+             nor with --measure/--background (pacing would reshape the measurement streams)"
+                .into(),
+        ));
+    }
+    if opts.max_in_flight.is_some() && (opts.reverse || opts.mode != Mode::Bulk) {
+        return Err(TransferError::Invalid(
+            "--max-in-flight limits a plain sender: not with --reverse (the server sends) nor with \
+             --measure/--background (--background has its own limit)"
+                .into(),
+        ));
+    }
+    if opts.max_in_flight.is_some_and(|b| b.0 == 0) {
+        return Err(TransferError::Invalid("--max-in-flight must be positive".into()));
+    }
+    if opts.max_pacing_rate.is_some_and(|r| r.0 < 8) {
+        return Err(TransferError::Invalid("--max-rate must be at least 1 byte per second".into()));
+    }
     if opts.interval.is_some_and(|i| i < Duration::from_millis(10)) {
         return Err(TransferError::Invalid("--interval must be at least 10 ms".into()));
     }
@@ -379,6 +424,9 @@ pub fn send_on(
         Err(e) => return Err(data_error(e)),
     }
     let _ = stream.set_nodelay(opts.mode != Mode::Bulk);
+    if let Some(r) = opts.max_pacing_rate {
+        sock::set_max_pacing_rate(fd, r).map_err(|e| TransferError::Invalid(format!("--max-rate: {e}")))?;
+    }
     if opts.reverse {
         let (sink, duration, interrupted) =
             receive(&mut stream, Sink::new(key, opts.verify), &opts.stop, opts.interval, on_interval)?;
@@ -402,7 +450,15 @@ pub fn send_on(
         SendLimit::Bytes(_) => None,
     };
     let mut out = match &opts.mode {
-        Mode::Bulk => transmit(&mut stream, source, time, &opts.stop, opts.interval, on_interval)?,
+        Mode::Bulk => transmit(
+            &mut stream,
+            source,
+            time,
+            &opts.stop,
+            opts.interval,
+            opts.max_in_flight.map(|b| b.0),
+            on_interval,
+        )?,
         mode => super::measure::transmit(&mut stream, source, time, &opts.stop, opts.interval, mode, on_interval)?,
     };
     let received = read_trailer(&mut stream, &opts.stop, opts.account_wait, Some(&mut out.drain), on_interval)?;
@@ -414,6 +470,11 @@ fn sender_report(fd: i32, out: Sent, received: Option<Trailer>, verified: bool) 
         sent: true,
         cc: sock::congestion(fd).ok(),
         bytes: out.payload,
+        acked: Some(out.acked),
+        pacing_cap: sock::tcp_info(fd)
+            .ok()
+            .filter(|i| i.max_pacing_rate != u64::MAX)
+            .map(|i| Rate::from_bps(i.max_pacing_rate.saturating_mul(8))),
         duration: out.duration,
         rate: rate_of(out.payload, out.duration),
         received,
@@ -437,6 +498,8 @@ fn receiver_report(
         sent: false,
         cc,
         bytes: sink.payload,
+        acked: None,
+        pacing_cap: None,
         duration,
         rate: rate_of(sink.payload, duration),
         received: Some(Trailer { payload: sink.payload, mismatched: sink.mismatched, first_bad: sink.first_bad }),
@@ -451,6 +514,8 @@ fn receiver_report(
 /// What a sender loop did.
 pub(crate) struct Sent {
     pub payload: u64,
+    /// Payload the peer's TCP had acknowledged when the loop ended.
+    pub acked: u64,
     pub duration: Duration,
     pub interrupted: bool,
     pub estimates: Vec<Estimate>,
@@ -466,13 +531,19 @@ pub(crate) struct Drain {
     pub acked_base: u64,
 }
 
-/// The plain sender: blocks as fast as the socket takes them.
+/// How long the window-limited writer sleeps when its limit is full (it has no event for an
+/// ACK; at 50 Mbit/s this is 3 KB of data).
+const IN_FLIGHT_POLL_NS: u64 = 500_000;
+
+/// The plain sender: blocks as fast as the socket takes them; with `max_in_flight`, writes only
+/// while the bytes written and not yet acknowledged stay below it.
 fn transmit(
     stream: &mut TcpStream,
     mut source: Source,
     time: Option<Duration>,
     stop: &Option<Arc<AtomicBool>>,
     interval: Option<Duration>,
+    max_in_flight: Option<u64>,
     on_interval: &mut dyn FnMut(&IntervalReport),
 ) -> Result<Sent, TransferError> {
     let fd = stream.as_raw_fd();
@@ -485,6 +556,9 @@ fn transmit(
     let (mut off, mut have) = (0usize, 0usize);
     let mut interrupted = false;
     let mut finish_deadline = None;
+    // Bytes written to the socket since `base_acked` was read (block framing included, as in
+    // `bytes_acked`).
+    let mut written = 0u64;
     loop {
         let now = Instant::now();
         if !interrupted && stopped(stop) {
@@ -509,9 +583,22 @@ fn transmit(
                 break;
             }
         }
-        match std::io::Write::write(stream, &buf[off..have]) {
+        let mut end = have;
+        if let Some(w) = max_in_flight {
+            let acked = sock::tcp_info(fd).map_err(TransferError::Io)?.bytes_acked.saturating_sub(base_acked);
+            let room = w.saturating_sub(written.saturating_sub(acked));
+            if room == 0 {
+                sock::poll_fd(fd, 0, IN_FLIGHT_POLL_NS).map_err(TransferError::Io)?;
+                continue;
+            }
+            end = have.min(off + room as usize);
+        }
+        match std::io::Write::write(stream, &buf[off..end]) {
             Ok(0) => return Err(TransferError::PeerAborted("connection closed".into())),
-            Ok(n) => off += n,
+            Ok(n) => {
+                off += n;
+                written += n as u64;
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -520,9 +607,11 @@ fn transmit(
             Err(e) => return Err(data_error(e)),
         }
     }
+    let duration = t0.elapsed();
     Ok(Sent {
         payload: source.payload(),
-        duration: t0.elapsed(),
+        acked: sock::tcp_info(fd).map_or(0, |i| i.bytes_acked.saturating_sub(base_acked)),
+        duration,
         interrupted,
         estimates: Vec::new(),
         measure: None,
@@ -803,7 +892,7 @@ fn serve_one(
         let source = Source::new(hello.key, hello.verify, limit, BLOCK);
         let time = hello.time_ms.map(Duration::from_millis);
         let mut out =
-            transmit(&mut stream, source, time, &stop_flag, interval, &mut cb).map_err(SessionError::Failed)?;
+            transmit(&mut stream, source, time, &stop_flag, interval, None, &mut cb).map_err(SessionError::Failed)?;
         let received = read_trailer(&mut stream, &None, STALL_WAIT, Some(&mut out.drain), &mut cb)
             .map_err(SessionError::Failed)?;
         return Ok(sender_report(fd, out, received, hello.verify));

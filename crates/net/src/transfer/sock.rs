@@ -1,8 +1,10 @@
 //! Socket options of the transfer: `TCP_CONGESTION`, `TCP_NODELAY`, `TCP_NOTSENT_LOWAT`,
-//! `SO_TIMESTAMPING`, `TCP_INFO`, `SIOCOUTQ`.
+//! `SO_TIMESTAMPING`, `SO_MAX_PACING_RATE`, `TCP_INFO`, `SIOCOUTQ`.
 
 use std::io;
 use std::os::fd::RawFd;
+
+use headroom_core::units::Rate;
 
 fn setsockopt_bytes(fd: RawFd, level: i32, opt: i32, val: &[u8]) -> io::Result<()> {
     // SAFETY: `val` is readable for its length; the kernel copies it.
@@ -45,6 +47,20 @@ pub fn set_congestion(fd: RawFd, name: &str) -> Result<(), CcRefused> {
         };
         CcRefused(format!("congestion control `{name}` {why}"))
     })
+}
+
+/// Caps the socket's pacing rate (`SO_MAX_PACING_RATE`, bytes per second as a 64-bit value,
+/// accepted since Linux 4.19). Setting it also turns on TCP's *internal* pacing
+/// (`sk_pacing_status` = `SK_PACING_NEEDED`, net/core/sock.c), so no `fq` qdisc is needed:
+/// `tcp_write_xmit` holds each skb until `tcp_wstamp_ns`, which advances by `len / rate`
+/// (net/ipv4/tcp_output.c, `tcp_update_skb_after_send`). The rate is
+/// min(this cap, the congestion control's own pacing rate: 2 × cwnd / SRTT in slow start,
+/// 1.2 × cwnd / SRTT after it, `tcp_update_pacing_rate`), counted over the skb's length
+/// without headers; TSO autosizing then bundles about 1 ms of data per skb (at least 2
+/// segments), so the wire sees pairs of back-to-back packets at low rates, not single ones.
+pub fn set_max_pacing_rate(fd: RawFd, rate: Rate) -> io::Result<()> {
+    let bytes_per_s: u64 = (rate.0 / 8).max(1);
+    setsockopt_bytes(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_s.to_ne_bytes())
 }
 
 /// The socket's congestion control name.
@@ -218,6 +234,22 @@ mod tests {
         assert_eq!(std::mem::offset_of!(TcpInfo, delivery_rate), 160);
         assert_eq!(std::mem::offset_of!(TcpInfo, bytes_sent), 200);
         assert_eq!(std::mem::offset_of!(TcpInfo, snd_wnd), 228);
+    }
+
+    #[test]
+    fn the_pacing_cap_reads_back_in_tcp_info_and_stays_a_cap() {
+        // A connected loopback pair: TCP_INFO's max_pacing_rate is the socket's cap (bytes/s),
+        // ~0 (u64::MAX) until set; the kernel's own pacing rate never exceeds it.
+        use std::os::fd::AsRawFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_s, _) = l.accept().unwrap();
+        let fd = c.as_raw_fd();
+        assert_eq!(tcp_info(fd).unwrap().max_pacing_rate, u64::MAX);
+        set_max_pacing_rate(fd, Rate::from_bps(27_000_000)).unwrap();
+        let i = tcp_info(fd).unwrap();
+        assert_eq!(i.max_pacing_rate, 27_000_000 / 8);
+        assert!(i.pacing_rate <= 27_000_000 / 8, "pacing rate {} above the cap", i.pacing_rate);
     }
 
     #[test]

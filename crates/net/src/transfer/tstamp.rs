@@ -385,6 +385,54 @@ mod tests {
         b
     }
 
+    /// The layout `kernel_msg` builds is byte for byte what this kernel writes: one piece on a
+    /// loopback connection, its error-queue messages read with `recvmsg(MSG_ERRQUEUE)` and each
+    /// compared with `kernel_msg` rebuilt from the parsed kind, key and time (no root needed).
+    #[test]
+    fn this_kernels_error_queue_messages_are_the_layout_the_tests_build() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        c.set_nodelay(true).unwrap();
+        let fd = c.as_raw_fd();
+        let id_tcp = super::super::sock::enable_tx_timestamps(fd).unwrap();
+        let piece = [7u8; 1000];
+        // SAFETY: sends from a live buffer of its length.
+        let n = unsafe { libc::send(fd, piece.as_ptr().cast(), piece.len(), libc::MSG_EOR) };
+        assert_eq!(n, 1000);
+        let mut got = [0u8; 1000];
+        peer.read_exact(&mut got).unwrap();
+        let (mut kinds, t0) = (Vec::new(), std::time::Instant::now());
+        while !kinds.contains(&StampKind::Acked) && t0.elapsed() < std::time::Duration::from_secs(2) {
+            let mut control = [0u8; 512];
+            // SAFETY: msghdr is plain data; control points to a live buffer of its length.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = control.len();
+            // SAFETY: `msg` is initialised above and lives for the call.
+            if unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) } < 0 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            }
+            let recorded = &control[..msg.msg_controllen];
+            let s = parse_errqueue_msg(recorded).unwrap();
+            let info = match s.kind {
+                StampKind::Sent => SCM_TSTAMP_SND,
+                StampKind::Sched => SCM_TSTAMP_SCHED,
+                StampKind::Acked => SCM_TSTAMP_ACK,
+            };
+            let (sec, nsec) = ((s.time_ns / 1_000_000_000) as i64, (s.time_ns % 1_000_000_000) as i64);
+            assert_eq!(recorded, &kernel_msg(info, s.key, sec, nsec)[..], "{s:?}");
+            if id_tcp {
+                assert_eq!(s.key, 999, "OPT_ID_TCP keys the piece's last byte");
+            }
+            kinds.push(s.kind);
+        }
+        assert!(kinds.contains(&StampKind::Acked) && kinds.contains(&StampKind::Sched), "{kinds:?}");
+    }
+
     #[test]
     fn a_recorded_kernel_message_parses_into_kind_key_and_time() {
         let m = kernel_msg(2, 1447, 1_763_880_000, 123_456_789);

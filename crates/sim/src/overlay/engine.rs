@@ -16,6 +16,7 @@ use headroom_core::units::{Bytes, Dur, Rate, Time};
 
 use super::payload::Payload;
 use crate::event_heap::{EventHeap, Keyed};
+use crate::wire::{earlier, Wire, WireEvent};
 
 pub type NodeId = u16;
 pub type HopId = u32;
@@ -118,23 +119,6 @@ pub enum Ev<E> {
     Local(E),
 }
 
-/// What the heap holds: a packet's arrival names its slot in [`Engine`]'s packet store, so a
-/// heap entry stays a few words long (sifting whole packets through the heap was a fifth of the
-/// run time); the order is the `(time, seq)` key either way.
-#[derive(Clone, Copy)]
-enum Queued<E> {
-    Arrive { node: NodeId, slot: u32 },
-    Local(E),
-}
-
-/// What an entry of the links' heap stands for: the first pending arrival of a link's lane, or
-/// a link's free event while packets wait behind it.
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Lane(u32),
-    Free(u32),
-}
-
 /// Link counters for reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinkCounters {
@@ -149,10 +133,11 @@ pub struct LinkCounters {
 /// The order of events is that of their `(time, seq)` keys (`seq` counts the events scheduled),
 /// and a transmission takes two keys when it starts: its link's free event, then the packet's
 /// arrival at the far node. As in [`crate::net`] (see its "Hot path"), neither needs a place in
-/// the endpoints' heap:
+/// the endpoints' heap; both are in a [`Wire`]:
 /// - a link's arrivals are due in the order it sent them (each transmission starts after the
-///   previous one ended and every packet waits the same `delay`), so each link keeps them in a
-///   FIFO (its lane) and only the lane's first one sits in a small heap of the links' own;
+///   previous one ended and every packet waits the same `delay`, which never changes here), so
+///   each link keeps them in a FIFO (its lane) and only the lane's first one sits in a small
+///   heap of the links' own;
 /// - a free event with no packet waiting behind it would only make its link idle: the link
 ///   keeps the event's key (`free_at`) and is busy while the event in progress (`cur`) comes
 ///   before it, which is the answer the event would have given at its place in the order. Only
@@ -166,17 +151,11 @@ pub struct Engine<E> {
     /// `(time, seq)` key of the event in progress; after [`Engine::pop_until`] found nothing more
     /// due, `(until, u64::MAX)`.
     cur: (Time, u64),
-    /// Endpoint events (timers, CPU, flow starts), and arrivals that would not keep a lane in
-    /// order (none with fixed link delays).
-    heap: EventHeap<Queued<E>>,
-    /// The links' entries: at most one lane head and one free event per link.
-    wire: EventHeap<Wire>,
-    /// Each link's pending arrivals `(time, seq, node, packet)`, in increasing `(time, seq)`.
-    lanes: Vec<VecDeque<(Time, u64, NodeId, Pkt)>>,
+    /// Endpoint events (timers, CPU, flow starts).
+    heap: EventHeap<E>,
+    /// Each link's pending arrivals and, while packets wait, its free event.
+    wire: Wire<Pkt>,
     seq: u64,
-    /// Packets of the arrivals in `heap`, by slot; `free` lists the empty slots.
-    in_flight: Vec<Option<Pkt>>,
-    free: Vec<u32>,
     links: Vec<Link>,
     nodes: usize,
     routes: Vec<Option<u32>>,
@@ -227,11 +206,8 @@ impl<E: Copy> Engine<E> {
             now: Time::ZERO,
             cur: (Time::ZERO, 0),
             heap: EventHeap::with_capacity(64),
-            wire: EventHeap::with_capacity(2 * links.len()),
-            lanes: links.iter().map(|_| VecDeque::new()).collect(),
+            wire: Wire::new(links.len()),
             seq: 0,
-            in_flight: Vec::new(),
-            free: Vec::new(),
             links,
             nodes,
             routes,
@@ -239,41 +215,18 @@ impl<E: Copy> Engine<E> {
         }
     }
 
-    pub fn schedule(&mut self, at: Time, ev: Ev<E>) {
-        let ev = match ev {
-            Ev::Local(e) => Queued::Local(e),
-            Ev::Arrive { node, pkt } => Queued::Arrive { node, slot: self.store(pkt) },
-        };
+    /// Schedules the endpoints' event `ev` at `at` (not before now).
+    pub fn schedule(&mut self, at: Time, ev: E) {
         self.heap.push(Keyed { time: at.max(self.now).0, seq: self.seq, ev });
         self.seq += 1;
-    }
-
-    /// Keeps a packet whose arrival is in `heap`; returns its slot.
-    fn store(&mut self, pkt: Pkt) -> u32 {
-        match self.free.pop() {
-            Some(s) => {
-                self.in_flight[s as usize] = Some(pkt);
-                s
-            }
-            None => {
-                self.in_flight.push(Some(pkt));
-                (self.in_flight.len() - 1) as u32
-            }
-        }
     }
 
     /// The next event at or before `until`. Free events of links with packets waiting are
     /// handled here, at their place in the order.
     pub fn pop_until(&mut self, until: Time) -> Option<Ev<E>> {
         loop {
-            let ev = self.heap.peek_key();
-            let wire = self.wire.peek_key();
-            // The earlier of the two heaps' first entries (keys are unique).
-            let (key, wire_first) = match (wire, ev) {
-                (Some(w), Some(e)) => (w.min(e), w < e),
-                (Some(w), None) => (w, true),
-                (None, Some(e)) => (e, false),
-                (None, None) => return self.idle_until(until),
+            let Some((key, wire_first)) = earlier(self.wire.peek_key(), self.heap.peek_key()) else {
+                return self.idle_until(until);
             };
             let key = (Time(key.0), key.1);
             if key.0 > until {
@@ -283,44 +236,21 @@ impl<E: Copy> Engine<E> {
             self.cur = key;
             self.events += 1;
             if !wire_first {
-                let e = self.heap.pop()?;
-                return Some(match e.ev {
-                    Queued::Local(x) => Ev::Local(x),
-                    Queued::Arrive { node, slot } => {
-                        self.free.push(slot);
-                        let pkt = self.in_flight[slot as usize].take().expect("a queued arrival's packet is stored");
-                        Ev::Arrive { node, pkt }
-                    }
-                });
+                return self.heap.pop().map(|e| Ev::Local(e.ev));
             }
-            let top = *self.wire.peek()?;
-            match top.ev {
-                Wire::Lane(li) => {
-                    let lane = &mut self.lanes[li as usize];
-                    let (_, _, node, pkt) =
-                        lane.pop_front().expect("a lane's entry is in the heap only while it has one");
-                    match lane.front() {
-                        // The lane's next arrival takes the first one's place (one sift-down).
-                        Some(&(time, seq, _, _)) => {
-                            self.wire.replace_top(Keyed { time: time.0, seq, ev: Wire::Lane(li) });
-                        }
-                        None => {
-                            self.wire.pop();
-                        }
-                    }
-                    return Some(Ev::Arrive { node, pkt });
+            match self.wire.peek()? {
+                WireEvent::Arrival(li) => {
+                    let pkt = self.wire.pop_arrival(li).expect("a lane's entry is in the heap only while it has one");
+                    return Some(Ev::Arrive { node: self.links[li as usize].spec.to, pkt });
                 }
-                Wire::Free(li) => {
+                WireEvent::Free(li) => {
                     // The link finished serialising: the first waiting packet starts; its free
                     // event takes this one's place while more wait behind it.
                     let link = &mut self.links[li as usize];
                     let pkt = link.waiting.pop_front().expect("a free event is in the heap only while packets wait");
                     let (free, arrival) = link.start(&pkt, self.now, &mut self.seq);
-                    if link.waiting.is_empty() {
-                        self.wire.pop();
-                    } else {
-                        self.wire.replace_top(Keyed { time: free.0 .0, seq: free.1, ev: Wire::Free(li) });
-                    }
+                    let next = (!link.waiting.is_empty()).then_some((free.0 .0, free.1));
+                    self.wire.replace_free(li, next);
                     self.schedule_arrival(li, arrival, pkt);
                 }
             }
@@ -350,7 +280,7 @@ impl<E: Copy> Engine<E> {
             if link.waiting.is_empty() {
                 // The first packet to wait: the free event now has work to do in the heap.
                 let (time, seq) = link.free_at;
-                self.wire.push(Keyed { time: time.0, seq, ev: Wire::Free(li) });
+                self.wire.push_free(li, (time.0, seq));
             }
             link.waiting.push_back(pkt);
         } else {
@@ -358,22 +288,10 @@ impl<E: Copy> Engine<E> {
         }
     }
 
-    /// Puts the arrival `(time, seq)` of `pkt` over link `li` in the link's lane (in the heap
-    /// if that would not keep the lane in order).
+    /// Puts the arrival `(time, seq)` of `pkt` over link `li` in the link's lane.
     fn schedule_arrival(&mut self, li: u32, (at, seq): (Time, u64), pkt: Pkt) {
-        let to = self.links[li as usize].spec.to;
-        let lane = &mut self.lanes[li as usize];
-        match lane.back() {
-            None => {
-                lane.push_back((at, seq, to, pkt));
-                self.wire.push(Keyed { time: at.0, seq, ev: Wire::Lane(li) });
-            }
-            // `seq` is the largest yet, so a time no earlier than the last one's keeps the order.
-            Some(&(last, _, _, _)) if at >= last => lane.push_back((at, seq, to, pkt)),
-            Some(_) => {
-                let slot = self.store(pkt);
-                self.heap.push(Keyed { time: at.0, seq, ev: Queued::Arrive { node: to, slot } });
-            }
+        if self.wire.push_arrival(li, at.0, seq, pkt).is_err() {
+            unreachable!("fixed link delays keep every lane in order");
         }
     }
 
@@ -403,11 +321,11 @@ mod tests {
             let mut eng: Engine<()> = Engine::new(2, vec![spec.clone()], &Rng::new(1));
             let at = Time::ZERO + Dur::from_millis(1);
             if local_first {
-                eng.schedule(at, Ev::Local(()));
+                eng.schedule(at, ());
             }
             eng.forward(0, data(1460));
             if !local_first {
-                eng.schedule(at, Ev::Local(()));
+                eng.schedule(at, ());
             }
             let mut arrivals = Vec::new();
             while let Some(ev) = eng.pop_until(Time::MAX) {

@@ -92,13 +92,7 @@ impl Runs {
 
     /// The runs of bytes `start..end` (clamped to the bytes held), in order.
     pub fn range(&self, start: u64, end: u64) -> impl Iterator<Item = Run> + '_ {
-        let mut at = 0;
-        self.runs.iter().filter_map(move |r| {
-            let (lo, hi) = (at, at + r.len);
-            at = hi;
-            let (a, b) = (start.max(lo), end.min(hi));
-            (a < b).then(|| r.part(a - lo, b - a))
-        })
+        clip(self.runs.iter(), start, end)
     }
 
     /// A copy of bytes `start..end` as a segment's payload.
@@ -147,14 +141,20 @@ impl Payload {
 
     /// The runs of the bytes from `skip` on, in order.
     pub fn runs_from(&self, skip: u64) -> impl Iterator<Item = Run> + '_ {
-        let mut at = 0;
-        std::iter::once(&self.first).chain(&self.more).filter_map(move |r| {
-            let lo = at;
-            at += r.len;
-            let a = skip.max(lo);
-            (a < at).then(|| r.part(a - lo, at - a))
-        })
+        clip(std::iter::once(&self.first).chain(&self.more), skip, u64::MAX)
     }
+}
+
+/// The parts of `runs` (consecutive stretches of one byte sequence) that hold bytes
+/// `start..end` of that sequence, in order.
+fn clip<'a>(runs: impl Iterator<Item = &'a Run> + 'a, start: u64, end: u64) -> impl Iterator<Item = Run> + 'a {
+    let mut at = 0;
+    runs.filter_map(move |r| {
+        let (lo, hi) = (at, at + r.len);
+        at = hi;
+        let (a, b) = (start.max(lo), end.min(hi));
+        (a < b).then(|| r.part(a - lo, b - a))
+    })
 }
 
 #[cfg(test)]

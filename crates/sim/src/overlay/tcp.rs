@@ -17,7 +17,7 @@ use headroom_core::cc::{AckAction, AckEvent, CongestionControl, Recovery, Reno, 
 use headroom_core::rtt::RttEstimator;
 use headroom_core::units::{Bytes, Dur, Time};
 
-use super::engine::{Body, Engine, Ev, HopId, NodeId, Pkt};
+use super::engine::{Body, Engine, HopId, NodeId, Pkt};
 use super::payload::{Payload, Run, Runs};
 use super::Local;
 use crate::tcp::RtoParams;
@@ -43,7 +43,7 @@ impl Timer {
     fn arm(&mut self, eng: &mut Engine<Local>, at: Time, hop: HopId, half: Half) {
         self.deadline = Some(at);
         if self.pending.is_none_or(|p| at < p) {
-            eng.schedule(at, Ev::Local(Local::Timer { hop, half }));
+            eng.schedule(at, Local::Timer { hop, half });
             self.pending = Some(at);
         }
     }
@@ -62,7 +62,7 @@ impl Timer {
             }
             Some(d) => {
                 if self.pending.is_none_or(|p| d < p) {
-                    eng.schedule(d, Ev::Local(Local::Timer { hop, half }));
+                    eng.schedule(d, Local::Timer { hop, half });
                     self.pending = Some(d);
                 }
                 false

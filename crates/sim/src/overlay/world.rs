@@ -207,12 +207,12 @@ impl OverlayWorld {
             .map(|(i, c)| WebClient { spec: c.clone(), rng: rng.fork(1 + i as u64), pending: VecDeque::new() })
             .collect::<Vec<_>>();
         for (i, f) in cfg.flows.iter().enumerate() {
-            eng.schedule(f.start, Ev::Local(Local::FlowStart(i as u32)));
+            eng.schedule(f.start, Local::FlowStart(i as u32));
         }
         let mut start_rng = rng.fork(0);
         for i in 0..web.len() {
             let at = cfg.web_start + Dur::from_secs_f64(start_rng.uniform());
-            eng.schedule(at, Ev::Local(Local::WebNext(i as u32)));
+            eng.schedule(at, Local::WebNext(i as u32));
         }
         let flows = cfg
             .flows
@@ -391,7 +391,7 @@ impl OverlayWorld {
         p.stats.served_syn += u64::from(syn);
         p.stats.total_wait += waited;
         p.spec.policy.on_queue_delay(now, waited);
-        self.eng.schedule(now + cost, Ev::Local(Local::CpuDone(pi as u16)));
+        self.eng.schedule(now + cost, Local::CpuDone(pi as u16));
     }
 
     fn cpu_done(&mut self, pi: usize) {
@@ -495,7 +495,7 @@ impl OverlayWorld {
             } else {
                 self.cfg.surge.active_off(&mut w.rng)
             };
-            self.eng.schedule(now + gap, Ev::Local(Local::WebNext(c)));
+            self.eng.schedule(now + gap, Local::WebNext(c));
         }
     }
 
