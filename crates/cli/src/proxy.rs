@@ -68,8 +68,9 @@ pub struct ProxyArgs {
     /// splice (zero-copy through a pipe) or copy (through user space).
     #[arg(long, default_value = "splice", value_parser = |s: &str| s.parse::<CopyMode>())]
     pub mode: CopyMode,
-    /// Most connections relayed at once; at the cap the proxy stops accepting and clients wait
-    /// in the listen backlog (an explicit proxy cannot bypass).
+    /// Most connections relayed at once. At the cap an explicit proxy stops accepting and clients
+    /// wait in the listen backlog (it cannot bypass them); a transparent one closes its nftables
+    /// gate, so new connections bypass it (forwarded untouched) until a slot is free.
     #[arg(long, default_value_t = 10_000)]
     pub max_conns: usize,
     /// Most connections relayed at once per client IP address; more are reset at once.

@@ -63,8 +63,10 @@ pub struct ProxyBenchArgs {
     #[arg(long)]
     pub compare: Option<std::path::PathBuf>,
     /// Where the throughput runs' threads run on the machine's CPUs (direct and relayed alike).
-    #[arg(long, value_enum, default_value = "none")]
-    pub pin: Pin,
+    /// Several, comma-separated (`none,split`): each round runs every placement in turn, so the
+    /// placements are compared in the same run.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "none")]
+    pub pin: Vec<Pin>,
 }
 
 /// CPU placement of the throughput runs. On loopback the sender's copy into the kernel and the
@@ -95,13 +97,22 @@ impl Pin {
 /// The sinks' CPU (+1; 0: unpinned), read by each sink thread as it starts.
 static SINK_CPU: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Restricts the calling thread (pid 0) or process `pid` to `cpu`.
+/// Restricts the calling thread (pid 0) or thread `pid` to `cpu` (None: leaves it as it is).
 fn pin_to(pid: libc::pid_t, cpu: Option<usize>) -> std::io::Result<()> {
-    let Some(cpu) = cpu else { return Ok(()) };
+    match cpu {
+        Some(c) => set_affinity(pid, &[c]),
+        None => Ok(()),
+    }
+}
+
+/// Restricts thread `pid` (0: the calling one) to `cpus`.
+fn set_affinity(pid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it.
     let r = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
         libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if r == 0 {
@@ -141,15 +152,10 @@ impl ProxyProc {
         if workers > 1 {
             cmd.args(["--workers", &workers.to_string()]);
         }
-        let cpu = a.pin.cpus().2;
         let me = std::process::id();
-        // SAFETY: the closure only makes async-signal-safe syscalls in the child before exec;
-        // the affinity is inherited by every thread the proxy starts.
+        // SAFETY: the closure only makes async-signal-safe syscalls in the child before exec.
         unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                die_with_parent(me)?;
-                pin_to(0, cpu)
-            });
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || die_with_parent(me));
         }
         let child = cmd.spawn().context("starting the proxy")?;
         let mut p = ProxyProc { child, addr };
@@ -175,6 +181,17 @@ impl ProxyProc {
     }
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
+    }
+    /// Places every thread of the proxy process for `pin` (unpinned: all CPUs).
+    fn place(&self, pin: Pin) -> anyhow::Result<()> {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+        let cpus: Vec<usize> = pin.cpus().2.map_or_else(|| (0..n).collect(), |c| vec![c]);
+        for t in std::fs::read_dir(format!("/proc/{}/task", self.pid()))?.flatten() {
+            let Ok(tid) = t.file_name().to_string_lossy().parse::<libc::pid_t>() else { continue };
+            set_affinity(tid, &cpus).with_context(|| format!("placing the proxy's thread {tid}"))?;
+        }
+        Ok(())
     }
     /// The proxy's processes: itself and its workers (its children).
     pub(crate) fn pids(&self) -> Vec<u32> {
@@ -293,6 +310,11 @@ fn throughput(
 ) -> anyhow::Result<Sample> {
     let stop = Arc::new(AtomicBool::new(false));
     let bytes = Arc::new(AtomicU64::new(0));
+    // Each sink thread reads its CPU as it starts (one per connection, below).
+    SINK_CPU.store(pin.cpus().1.map_or(0, |c| c + 1), Relaxed);
+    if let Some(p) = proxy {
+        p.place(pin)?;
+    }
     let mut hs = Vec::new();
     for _ in 0..conns {
         let mut s = TcpStream::connect(to)?;
@@ -372,8 +394,9 @@ struct PathResult {
     fraction: f64,
 }
 
-/// Throughput direct and through splice and copy proxies, interleaved.
+/// Throughput direct and through splice and copy proxies, interleaved, for one placement.
 struct ThroughputResult {
+    pin: Pin,
     direct: PathResult,
     splice: PathResult,
     copy: PathResult,
@@ -391,6 +414,8 @@ fn summarise(v: &[(Sample, f64)]) -> PathResult {
     }
 }
 
+/// One result per placement of `--pin`; every round runs each placement in turn (direct, then
+/// each proxy), so that the placements and the paths see the same drift of a shared machine.
 fn throughput_set(
     sinkaddr: SocketAddr,
     splice: &ProxyProc,
@@ -398,30 +423,38 @@ fn throughput_set(
     compare: Option<&ProxyProc>,
     conns: usize,
     a: &ProxyBenchArgs,
-) -> anyhow::Result<ThroughputResult> {
+) -> anyhow::Result<Vec<ThroughputResult>> {
     let run = Duration::from_nanos(a.run.as_nanos());
     let cc = a.cc.as_deref();
-    let (mut d, mut s, mut c, mut o) = (vec![], vec![], vec![], vec![]);
+    type Runs = Vec<(Sample, f64)>;
+    let mut per_pin: Vec<[Runs; 4]> = a.pin.iter().map(|_| Default::default()).collect();
     for _ in 0..a.repeat {
-        let direct = throughput(sinkaddr, conns, run, cc, a.pin, None)?;
-        let g = direct.gbps;
-        d.push((direct, 1.0));
-        let mut procs = vec![(splice, &mut s), (copy, &mut c)];
-        if let Some(p) = compare {
-            procs.push((p, &mut o));
-        }
-        for (p, v) in procs {
-            let x = throughput(p.addr, conns, run, cc, a.pin, Some(p))?;
-            let f = x.gbps / g;
-            v.push((x, f));
+        for (&pin, [d, s, c, o]) in a.pin.iter().zip(per_pin.iter_mut()) {
+            let direct = throughput(sinkaddr, conns, run, cc, pin, None)?;
+            let g = direct.gbps;
+            d.push((direct, 1.0));
+            let mut procs = vec![(splice, s), (copy, c)];
+            if let Some(p) = compare {
+                procs.push((p, o));
+            }
+            for (p, v) in procs {
+                let x = throughput(p.addr, conns, run, cc, pin, Some(p))?;
+                let f = x.gbps / g;
+                v.push((x, f));
+            }
         }
     }
-    Ok(ThroughputResult {
-        direct: summarise(&d),
-        splice: summarise(&s),
-        copy: summarise(&c),
-        compare: compare.map(|_| summarise(&o)),
-    })
+    Ok(a.pin
+        .iter()
+        .zip(&per_pin)
+        .map(|(&pin, [d, s, c, o])| ThroughputResult {
+            pin,
+            direct: summarise(d),
+            splice: summarise(s),
+            copy: summarise(c),
+            compare: compare.map(|_| summarise(o)),
+        })
+        .collect())
 }
 
 /// The 1-minute load average (/proc/loadavg), to quote beside the figures.
@@ -477,6 +510,9 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
     if a.repeat == 0 || a.connections == 0 || a.round_trips == 0 {
         bail!("--repeat, --connections and --round-trips must be positive");
     }
+    if a.pin.is_empty() {
+        bail!("--pin needs at least one placement (none, split, one)");
+    }
     if let Some(cc) = &a.cc {
         let probe = TcpListener::bind("127.0.0.1:0")?;
         headroom_proxy::sock::set_congestion(&probe, cc)
@@ -494,15 +530,15 @@ pub fn run(a: ProxyBenchArgs) -> anyhow::Result<()> {
 
 /// Throughput and latency, direct and through the proxies.
 struct Perf {
-    single: ThroughputResult,
-    many: ThroughputResult,
+    /// One per `--pin` placement, in its order.
+    single: Vec<ThroughputResult>,
+    many: Vec<ThroughputResult>,
     lat_direct: f64,
     lat_proxy: f64,
     lat_compare: Option<f64>,
 }
 
 fn perf_runs(a: &ProxyBenchArgs) -> anyhow::Result<Perf> {
-    SINK_CPU.store(a.pin.cpus().1.map_or(0, |c| c + 1), Relaxed);
     let sinkaddr = server(sink)?;
     let echoaddr = server(echo)?;
     let (ps, pc) = (ProxyProc::start(sinkaddr, "splice", a)?, ProxyProc::start(sinkaddr, "copy", a)?);
@@ -536,15 +572,21 @@ fn report(
                "path_cpu_s_per_gb": r.path_s_per_gb})
     };
     let set_json = |t: &ThroughputResult, n: usize| {
-        json!({"connections": n, "direct": path_json(&t.direct), "splice": path_json(&t.splice),
+        json!({"connections": n, "pin": pin_name(t.pin), "direct": path_json(&t.direct), "splice": path_json(&t.splice),
                "copy": path_json(&t.copy), "compare_splice": t.compare.as_ref().map(path_json)})
     };
+    let names: Vec<&str> = a.pin.iter().map(|&p| pin_name(p)).collect();
     let v = json!({
         "run_s": a.run.as_secs_f64(), "repeat": a.repeat, "threads": a.threads, "cc": a.cc,
-        "pin": format!("{:?}", a.pin).to_lowercase(),
+        "pin": names.join(","),
         "load_average": load_average(),
-        "single": perf.map(|p| set_json(&p.single, 1)),
-        "aggregate": perf.map(|p| set_json(&p.many, a.connections)),
+        // The first placement's (the only one unless --pin lists several) ...
+        "single": perf.map(|p| set_json(&p.single[0], 1)),
+        "aggregate": perf.map(|p| set_json(&p.many[0], a.connections)),
+        // ... and every placement's, in --pin's order.
+        "placements": perf.map(|p| p.single.iter().zip(&p.many)
+            .map(|(s, m)| json!({"pin": pin_name(s.pin), "single": set_json(s, 1), "aggregate": set_json(m, a.connections)}))
+            .collect::<Vec<_>>()),
         "latency": perf.map(|p| json!({"direct_rtt_us": p.lat_direct, "proxy_rtt_us": p.lat_proxy,
                                        "added_rtt_us": p.lat_proxy - p.lat_direct, "compare_rtt_us": p.lat_compare})),
         "compare_binary": a.compare.as_ref().map(|p| p.display().to_string()),
@@ -556,12 +598,12 @@ fn report(
     }
     if let Some(p) = perf {
         println!(
-            "proxy-bench: loopback, medians of {} interleaved runs of {} s, proxy {} thread(s), congestion control {}, pinning {:?}, load average {}",
+            "proxy-bench: loopback, medians of {} interleaved runs of {} s, proxy {} thread(s), congestion control {}, pinning {}, load average {}",
             a.repeat,
             a.run.as_secs_f64(),
             a.threads,
             a.cc.as_deref().unwrap_or("(system default)"),
-            a.pin,
+            names.join(","),
             load_average()
         );
         report_perf(a, p);
@@ -594,9 +636,22 @@ fn report(
     Ok(())
 }
 
+fn pin_name(p: Pin) -> &'static str {
+    match p {
+        Pin::None => "none",
+        Pin::Split => "split",
+        Pin::One => "one",
+    }
+}
+
 fn report_perf(a: &ProxyBenchArgs, p: &Perf) {
     println!("  Gbit/s, % of direct (median of per-round ratios), CPU seconds per GB of the whole path (senders, sinks, proxy), proxy cores per Gbit/s");
-    for (name, r, n) in [("1 connection", &p.single, 1), ("aggregate", &p.many, a.connections)] {
+    let sets =
+        p.single.iter().map(|r| ("1 connection", r, 1)).chain(p.many.iter().map(|r| ("aggregate", r, a.connections)));
+    for (name, r, n) in sets {
+        if a.pin.len() > 1 {
+            println!("  --pin {}:", pin_name(r.pin));
+        }
         let line = |label: &str, p: &PathResult| {
             format!(
                 "{label} {:6.2} Gbit/s = {:5.1} %, path {:.3} CPU s/GB, proxy {:.3} cores per Gbit/s",

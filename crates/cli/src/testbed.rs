@@ -187,7 +187,10 @@ fn up(file: &std::path::Path) -> Result<()> {
             h.netns
         );
     }
-    println!("run commands with `headroom testbed exec HOST -- CMD`; stop with Ctrl-C or `headroom testbed down`");
+    // `testbed down` without --prefix removes every testbed on the machine: name this one.
+    println!(
+        "run commands with `headroom testbed exec HOST -- CMD` (`--prefix {prefix}` when several testbeds run); stop with Ctrl-C or `headroom testbed down --prefix {prefix}`"
+    );
     // The testbed's signal handler removes everything and exits on SIGINT/SIGTERM/SIGHUP.
     loop {
         std::thread::park();

@@ -136,3 +136,85 @@ fn a_three_segment_chain_carries_a_transfer_through_two_proxies_and_leaves_nothi
     }
     assert!(!Path::new(headroom_testbed::bed::STATE_ROOT).join(&prefix).exists(), "state of {prefix} left");
 }
+
+/// docs/proxy.md's operator commands, literally: `testbed up scenarios/testbed/chain.toml`, a
+/// `recv` and two proxies started with `testbed exec`, `send` through both, then the stop
+/// command `up` itself prints. That command must name this testbed only (`testbed down` alone
+/// removes every testbed on the machine, other users' included): it printed the bare form
+/// before session 8. The teardown stops the processes in the nodes with SIGTERM first, so a
+/// transparent proxy left running removes its record (SIGKILL left it, before session 8).
+#[test]
+fn the_documented_chain_commands_work_and_the_printed_stop_command_removes_only_this_testbed() {
+    if !headroom_testbed::testbed_available_for_test() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut up = Kill(
+        std::process::Command::new(BIN)
+            .args(["testbed", "up", "scenarios/testbed/chain.toml"])
+            .current_dir(&root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(up.0.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let prefix = first.strip_prefix("testbed ").and_then(|l| l.split(' ').next()).unwrap().to_string();
+    let stop = lines.map(Result::unwrap).find(|l| l.starts_with("run commands")).unwrap();
+    let down = format!("`headroom testbed down --prefix {prefix}`");
+    assert!(stop.contains(&down), "{stop:?} should name {down}");
+    let exec = |node: &str, argv: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(["testbed", "exec", "--prefix", &prefix, node, "--", BIN])
+            .args(argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let _recv = Kill(exec("receiver", &["recv", "--listen", "0.0.0.0:5201"]));
+    let _p2 = Kill(exec("p2", &["proxy", "--listen", "0.0.0.0:9000", "--to", "10.9.3.2:5201", "--cc", "cubic"]));
+    let _p1 = Kill(exec("p1", &["proxy", "--listen", "0.0.0.0:9000", "--to", "10.9.2.2:9000", "--cc", "cubic"]));
+    // A transparent proxy in p2 too (intercepting port 1 only: nothing here), left running for
+    // the teardown, which must let it remove its record (SIGTERM before SIGKILL).
+    let mut tp = Kill(exec("p2", &["proxy", "--transparent", "--ports", "1"]));
+    let mut err = BufReader::new(tp.0.stderr.take().unwrap()).lines();
+    let table = err
+        .find_map(|l| l.unwrap().split("nftables table ").nth(1).map(str::to_string))
+        .expect("the transparent proxy names its table");
+    let record = Path::new("/run/headroom-proxy").join(format!("{table}.json"));
+    assert!(record.exists(), "{} recorded", record.display());
+    std::thread::sleep(Duration::from_millis(500));
+    // 1 MB: the proxies' buffers drain over LAN2 (50 ms, 1 % loss) within seconds.
+    let out = exec("sender", &["send", "10.9.1.2:9000", "--bytes", "1MB"]).wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("receiver got 1000000 B"), "{text}");
+    let st = std::process::Command::new(BIN).args(["testbed", "down", "--prefix", &prefix]).status().unwrap();
+    assert!(st.success());
+    let t = std::time::Instant::now();
+    while up.0.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "`testbed up` still runs after the printed stop command");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!Path::new(headroom_testbed::bed::STATE_ROOT).join(&prefix).exists(), "state of {prefix} left");
+    assert!(!record.exists(), "the transparent proxy was SIGKILLed by the teardown: {} left", record.display());
+}
+
+/// Stops a child process (by its pid) when dropped: SIGTERM (so that `testbed up` removes its
+/// testbed), SIGKILL after 10 s; nothing is left running if a check fails.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let t = std::time::Instant::now();
+        while matches!(self.0.try_wait(), Ok(None)) && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

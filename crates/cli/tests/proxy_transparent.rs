@@ -193,3 +193,107 @@ fn transparent_proxy_intercepts_ipv6_and_ipv4_by_policy_and_cleans_up_both_famil
     assert_eq!(leftovers(&p1), Vec::<String>::new());
     chain.down().unwrap();
 }
+
+/// Kills the proxy if the test fails before stopping it (its table is then left for `--cleanup`).
+struct Kill(Option<Child>);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Connects from `host` to `server`, which writes the peer address it sees and a newline as
+/// soon as it accepts; returns the open connection and that address.
+fn held_from(tb: &Netns, host: &str, server: SocketAddr) -> (TcpStream, String) {
+    tb.run_in(host, move || {
+        let mut s = TcpStream::connect_timeout(&server, Duration::from_secs(5))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while s.read(&mut b)? == 1 && b[0] != b'\n' {
+            line.push(b[0]);
+        }
+        Ok((s, String::from_utf8_lossy(&line).into_owned()))
+    })
+    .unwrap()
+}
+
+/// Whether the proxy's gate set in `ns` holds "tcp" (new connections are diverted).
+fn gate_open(ns: &str) -> bool {
+    let table = in_ns(ns, &["nft", "list", "tables"])
+        .lines()
+        .find_map(|l| l.strip_prefix("table inet ").filter(|t| t.starts_with("hrproxy_")).map(String::from))
+        .expect("the proxy's table");
+    in_ns(ns, &["nft", "list", "set", "inet", &table, "gate"]).contains("elements = { tcp }")
+}
+
+fn wait_gate(ns: &str, open: bool) {
+    let t = Instant::now();
+    while gate_open(ns) != open {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the gate did not become {}",
+            if open { "open" } else { "closed" }
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn at_the_connection_cap_new_connections_bypass_the_transparent_proxy() {
+    if !headroom_testbed::testbed_available_for_test() {
+        return;
+    }
+    let tb = Testbed::up(&Topology::dumbbell(2, Bottleneck::new(None, Dur::from_millis(1)))).unwrap();
+    let router = format!("{}left", tb.prefix());
+    let r1 = tb.host("r1").unwrap().addr;
+    let s1 = tb.host("s1").unwrap().addr;
+    // The server tells each connection at once which peer address it sees, then holds it open
+    // until the client closes.
+    let l = tb.run_in("r1", || Ok(TcpListener::bind("0.0.0.0:8081")?)).unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = s.write_all(format!("{}\n", s.peer_addr().unwrap().ip()).as_bytes());
+                let _ = s.read_to_end(&mut Vec::new());
+            });
+        }
+    });
+    let server = SocketAddr::new(r1.into(), 8081);
+
+    // A cap of one connection: the first is split; while it is open the gate is closed and the
+    // next connection bypasses the proxy (the server sees the client itself) without waiting.
+    let s1_prefix = format!("{s1}/32");
+    let mut p = Kill(Some(start_proxy(&router, &["--users", &s1_prefix, "--max-conns", "1"])));
+    wait_gate(&router, true);
+    let (first, via) = held_from(&tb, "s1", server);
+    assert_ne!(via, s1.to_string(), "the first connection is split (from the router's address)");
+    wait_gate(&router, false);
+    let t = Instant::now();
+    let (second, seen) = held_from(&tb, "s1", server);
+    assert_eq!(seen, s1.to_string(), "at the cap: untouched, not intercepted");
+    assert!(t.elapsed() < Duration::from_secs(2), "a bypassed connection does not wait: {:?}", t.elapsed());
+    // Below the cap again the gate reopens and connections are split again.
+    drop(first);
+    wait_gate(&router, true);
+    let (third, via) = held_from(&tb, "s1", server);
+    assert_ne!(via, s1.to_string(), "below the cap: split again");
+    drop((second, third));
+
+    let mut c = p.0.take().unwrap();
+    // SAFETY: signalling our own child by pid.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let st = c.wait().unwrap();
+    let mut err = String::new();
+    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(st.success(), "{err}");
+    assert!(err.contains("\"split\":2"), "two connections went through the proxy: {err}");
+    assert!(err.contains("\"cap_bypass_closes\":"), "{err}");
+    assert!(!err.contains("\"cap_bypass_closes\":0"), "the gate closed at the cap: {err}");
+    assert_eq!(leftovers(&router), Vec::<String>::new());
+    tb.down().unwrap();
+}

@@ -14,7 +14,8 @@
 //!
 //! Resources are bounded: at most `max_conns` connections are relayed (at the cap the accept
 //! loop pauses and clients wait in the listen backlog — explicit mode has nowhere to bypass
-//! them to), at most `max_per_source` per client address (more are reset at once), an optional
+//! them to; transparent mode closes its nftables gate at the cap, so new connections bypass the
+//! proxy untouched), at most `max_per_source` per client address (more are reset at once), an optional
 //! idle timeout, and relay buffers that exist only while data moves.
 //!
 //! Explicit mode forwards only to its configured upstream: the proxy parses nothing from the
@@ -316,22 +317,41 @@ async fn accept_loop(
     driver: Driver,
     cpu: Option<Arc<cpu::EmulatedCpu>>,
 ) {
+    let slots = Arc::new(Semaphore::new(cfg.max_conns));
+    // Connections being served (each holds a slot; the accept loop also holds one while it
+    // waits for the next client, so the semaphore's count is one off for the gate).
+    let held = Arc::new(AtomicU64::new(0));
+    let max = cfg.max_conns as u64;
+    // Wakes the gate task at once when the last slot is taken or the first one freed.
+    let cap_changed = Arc::new(tokio::sync::Notify::new());
     {
-        // Feed relayed bytes to the policy as packets (policy C's SampleLoad).
-        let (driver, stats) = (driver.clone(), stats.clone());
+        // Feed relayed bytes to the policy as packets (policy C's SampleLoad), and keep
+        // transparent mode's nftables gate at the policy's answer, closed while the proxy is at
+        // its connection cap: at the cap new connections bypass it (the kernel forwards them
+        // untouched) instead of waiting in the listen backlog. Connections diverted before the
+        // gate closed (the `nft` command takes milliseconds) wait there for a free slot.
+        let (driver, stats, held, cap_changed) = (driver.clone(), stats.clone(), held.clone(), cap_changed.clone());
         let cfg = cfg.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(policy::TICK);
             let mut gate_open = None;
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = cap_changed.notified() => {}
+                }
                 let total = stats.bytes_up.load(Relaxed) + stats.bytes_down.load(Relaxed);
-                let open = {
+                let policy_open = {
                     let mut d = driver.lock().expect("policy lock");
                     d.feed_bytes(Instant::now(), total);
                     d.would_split(Instant::now())
                 };
+                let at_cap = held.load(Relaxed) >= max;
+                let open = policy_open && !at_cap;
                 if gate_open != Some(open) {
+                    if policy_open && at_cap && cfg.gate.is_some() {
+                        stats.cap_bypass_closes.fetch_add(1, Relaxed);
+                    }
                     gate_open = Some(open);
                     if cfg.gate.is_some() {
                         let cfg = cfg.clone();
@@ -341,7 +361,6 @@ async fn accept_loop(
             }
         });
     }
-    let slots = Arc::new(Semaphore::new(cfg.max_conns));
     let sources: SourceCounts = Arc::default();
     let mut next_id = 0u64;
     loop {
@@ -396,12 +415,19 @@ async fn accept_loop(
         next_id += 1;
         let id = next_id;
         let (cfg, stats, driver) = (cfg.clone(), stats.clone(), driver.clone());
+        if held.fetch_add(1, Relaxed) + 1 == max && cfg.gate.is_some() {
+            cap_changed.notify_one();
+        }
+        let (held, cap_changed) = (held.clone(), cap_changed.clone());
         // Only split connections use the (emulated) CPU: the simulator's fast path for the others.
         let cpu = if split { cpu.clone() } else { None };
         tokio::spawn(async move {
             let rec = serve(client, peer, split, id, &cfg, &stats, &driver, cpu.as_deref()).await;
             drop(slot);
             drop(permit);
+            if held.fetch_sub(1, Relaxed) == max && cfg.gate.is_some() {
+                cap_changed.notify_one();
+            }
             // Straight into the (unbounded, never blocking) std channel: a slow log reader
             // cannot stall a connection task, and a record sent before the proxy stops is not
             // lost in the runtime's shutdown (it was, through an intermediate task).

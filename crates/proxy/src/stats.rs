@@ -24,6 +24,9 @@ pub struct Stats {
     /// Times the accept loop paused because `max_conns` connections were open (the client
     /// waits in the kernel's listen backlog: explicit mode cannot bypass).
     pub cap_pauses: AtomicU64,
+    /// Transparent mode: times the nftables gate was closed because `max_conns` connections
+    /// were open (new connections then bypass the proxy: the kernel forwards them untouched).
+    pub cap_bypass_closes: AtomicU64,
     /// Upstream connects that failed or timed out (the client got a RST).
     pub upstream_failed: AtomicU64,
     /// Connections that ended with a reset (propagated to the other side).
@@ -73,6 +76,7 @@ impl Stats {
             "bypassed": g(&self.bypassed),
             "refused_per_source": g(&self.refused_per_source),
             "cap_pauses": g(&self.cap_pauses),
+            "cap_bypass_closes": g(&self.cap_bypass_closes),
             "upstream_failed": g(&self.upstream_failed),
             "resets": g(&self.resets),
             "idle_timeouts": g(&self.idle_timeouts),

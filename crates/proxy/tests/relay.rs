@@ -126,23 +126,29 @@ fn echo_round(s: TcpStream, len: usize, seed: u64) -> (Digest, Digest) {
     (writer.join().unwrap(), d)
 }
 
-fn every_byte_once_and_in_order(mode: CopyMode) {
+/// Echoes connections of random sizes (the first empty) through a proxy until `total_each_way`
+/// bytes have been sent, `parallel` connections at a time, and checks every connection's bytes
+/// both ways by length and an order-sensitive digest, and the proxy's byte counters.
+fn every_byte_once_and_in_order(mode: CopyMode, total_each_way: usize, max_size: u64, parallel: usize) {
     let up = upstream(echo);
     let p = proxy(up, |c| {
         c.mode = mode;
         c.buffer = 256 * 1024;
     });
-    // 48 connections, 0 to 4 MB each (random), 8 at a time: ~96 MB each way.
     let mut rng = Rng(0x5eed);
-    let sizes: Vec<usize> = (0..48).map(|i| if i == 0 { 0 } else { (rng.next() % 4_000_000) as usize }).collect();
+    let mut sizes = vec![0];
+    while sizes.iter().sum::<usize>() < total_each_way {
+        sizes.push((rng.next() % max_size) as usize);
+    }
     let total: usize = sizes.iter().sum();
-    for chunk in sizes.chunks(8) {
+    for (k, chunk) in sizes.chunks(parallel).enumerate() {
         let hs: Vec<_> = chunk
             .iter()
             .enumerate()
             .map(|(i, &len)| {
                 let s = connect(&p);
-                thread::spawn(move || (len, echo_round(s, len, 77 + i as u64 + len as u64)))
+                let seed = 77 + (k * parallel + i) as u64 + len as u64;
+                thread::spawn(move || (len, echo_round(s, len, seed)))
             })
             .collect();
         for h in hs {
@@ -154,8 +160,9 @@ fn every_byte_once_and_in_order(mode: CopyMode) {
     let st = p.stats();
     assert_eq!(st.bytes_up.load(Relaxed), total as u64);
     assert_eq!(st.bytes_down.load(Relaxed), total as u64);
-    assert_eq!(st.split.load(Relaxed), 48);
-    wait_for(|| st.completed.load(Relaxed) == 48 && st.active.load(Relaxed) == 0 && st.buffered.load(Relaxed) == 0);
+    let n = sizes.len() as u64;
+    assert_eq!(st.split.load(Relaxed), n);
+    wait_for(|| st.completed.load(Relaxed) == n && st.active.load(Relaxed) == 0 && st.buffered.load(Relaxed) == 0);
 }
 
 fn wait_for(cond: impl Fn() -> bool) {
@@ -166,14 +173,17 @@ fn wait_for(cond: impl Fn() -> bool) {
     }
 }
 
+/// The 1 GB: 512 MiB each way (1 GiB through the proxy in total) over connections of
+/// 0-8 MB (about 130 of them), 16 at a time.
 #[test]
 fn splice_relays_every_byte_once_and_in_order() {
-    every_byte_once_and_in_order(CopyMode::Splice);
+    every_byte_once_and_in_order(CopyMode::Splice, 512 << 20, 8_000_000, 16);
 }
 
+/// ~96 MB each way over connections of 0-4 MB, 8 at a time.
 #[test]
 fn copy_relays_every_byte_once_and_in_order() {
-    every_byte_once_and_in_order(CopyMode::Copy);
+    every_byte_once_and_in_order(CopyMode::Copy, 96_000_000, 4_000_000, 8);
 }
 
 #[test]

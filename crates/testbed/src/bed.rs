@@ -278,21 +278,43 @@ fn signal_watcher(mut pipe: fs::File) {
     std::process::exit(128 + b[0] as i32);
 }
 
-/// Kills every process in the namespaces, then deletes them (which destroys their links).
+/// Stops every process in the namespaces, then deletes them (which destroys their links).
+/// The processes get SIGTERM and up to [`TERM_GRACE`] to exit on their own before SIGKILL: a
+/// transparent `headroom proxy` started with `testbed exec` removes its record in
+/// /run/headroom-proxy on SIGTERM, where SIGKILL left it for `proxy --cleanup` (session 8).
 pub(crate) fn remove_namespaces(namespaces: &[String]) {
-    for ns in namespaces {
-        if !Path::new(&ns_path(ns)).exists() {
-            continue;
+    let present: Vec<&String> = namespaces.iter().filter(|ns| Path::new(&ns_path(ns)).exists()).collect();
+    let mut pids = Vec::new();
+    for ns in &present {
+        if let Ok(out) = run_cmd(&["ip", "netns", "pids", ns]) {
+            pids.extend(out.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
         }
-        if let Ok(pids) = run_cmd(&["ip", "netns", "pids", ns]) {
-            for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
-                if pid as u32 != std::process::id() {
-                    sys::kill(pid, libc::SIGKILL);
-                }
-            }
-        }
+    }
+    pids.retain(|&p| p as u32 != std::process::id());
+    for &pid in &pids {
+        sys::kill(pid, libc::SIGTERM);
+    }
+    let t = std::time::Instant::now();
+    while pids.iter().any(|&p| running(p)) && t.elapsed() < TERM_GRACE {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for &pid in pids.iter().filter(|&&p| running(p)) {
+        sys::kill(pid, libc::SIGKILL);
+    }
+    for ns in present {
         let _ = run_cmd(&["ip", "netns", "del", ns]);
     }
+}
+
+/// How long [`remove_namespaces`] waits for SIGTERMed processes before SIGKILL.
+const TERM_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether process `pid` exists and is not a zombie (which waits only for its parent's reaping).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(|st| st != "Z")))
+        .unwrap_or(false)
 }
 
 static RUN_COUNTER: AtomicU32 = AtomicU32::new(0);

@@ -406,7 +406,10 @@ pub fn tcp_connect(dst: SocketAddr, cc: &str) -> Result<TcpStream> {
     Ok(s)
 }
 
-/// Writes as fast as TCP allows for `duration` (or until `stop`); returns bytes written.
+/// Writes as fast as TCP allows for `duration` (or until `stop`); returns bytes written. An
+/// error once `stop` is raised ends the send normally: whoever raised it may close the receiving
+/// end at once (proxy-fig3 shuts its sinks down then), and a write blocked at that moment gets
+/// the reset (session 8: `proxy-fig3` failed with "TCP bulk send: Broken pipe" at a lossy point).
 pub fn tcp_bulk_send(
     s: &TcpStream,
     duration: Dur,
@@ -427,6 +430,7 @@ pub fn tcp_bulk_send(
                 }
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) if stop.is_some_and(|x| x.load(Ordering::Relaxed)) => return Ok(total),
             Err(e) => return Err(e).context("TCP bulk send"),
         }
     }
@@ -624,5 +628,51 @@ impl PoissonCross {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod bulk_send_tests {
+    use super::*;
+
+    /// The receiver resets the connection right after the stop is raised, while the sender is
+    /// blocked in a write (the receiver never reads, so the socket buffers are full): the send
+    /// ends normally. An error without the stop is still an error.
+    #[test]
+    fn a_reset_after_the_stop_ends_the_send_normally_and_before_it_is_an_error() {
+        for stop_first in [true, false] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let dst = l.local_addr().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let st = stop.clone();
+            let sender = std::thread::spawn(move || {
+                let s = TcpStream::connect(dst)?;
+                tcp_bulk_send(&s, Dur::from_secs(30), None, Some(&st))
+            });
+            let (peer, _) = l.accept().unwrap();
+            // Let the buffers fill so that the sender waits in write().
+            std::thread::sleep(Duration::from_millis(300));
+            if stop_first {
+                stop.store(true, Ordering::Relaxed);
+            }
+            let lg = libc::linger { l_onoff: 1, l_linger: 0 };
+            // SAFETY: setsockopt on an open socket with a valid linger struct and its size.
+            unsafe {
+                libc::setsockopt(
+                    peer.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&lg as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                );
+            }
+            drop(peer); // with SO_LINGER 0: a RST
+            let r = sender.join().unwrap();
+            if stop_first {
+                assert!(r.is_ok(), "{r:?}");
+            } else {
+                assert!(r.is_err(), "a reset without a stop is an error: {r:?}");
+            }
+        }
     }
 }
