@@ -11,6 +11,7 @@ use crate::wire::{
     ip_udp_overhead, ipv6_on_the_wire, AddressToken, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN,
 };
 use headroom_core::abw::autorange::{AutoRange, Ladder, LadderStep, DEFAULT_TOP};
+use headroom_core::abw::dispersion;
 use headroom_core::abw::shaper::{ShaperEstimate, SHAPER_DELTA_P};
 use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
@@ -595,6 +596,9 @@ pub struct ProbeSession {
     handshake_rtt: Duration,
     next_train: u32,
     track: Option<QuickDesign>,
+    /// The capacity the last auto-ranging ladder found (`Ladder::capacity`): a tracked fine
+    /// train's estimate is refined with it as the ladder's answer is.
+    capacity: Option<Rate>,
     buf: Vec<u8>,
     out: Vec<u8>,
 }
@@ -640,6 +644,7 @@ impl ProbeSession {
             handshake_rtt: Duration::ZERO,
             next_train: (nonce as u32) & 0x7fff_ffff,
             track: None,
+            capacity: None,
             buf: vec![0u8; 65_536],
             out: Vec::with_capacity(64),
         })
@@ -809,8 +814,12 @@ impl ProbeSession {
         if let Some(fine) = self.track.take().filter(|_| auto_quick) {
             let design = TrainDesign::PathQuick(fine);
             match self.run_one(options, &design, &mut waited, &mut handshake)? {
-                TrainRun::Done((rep, kernel)) if matches!(rep.estimate.outcome, Outcome::Estimate(_)) => {
+                TrainRun::Done((mut rep, kernel)) if matches!(rep.estimate.outcome, Outcome::Estimate(_)) => {
                     all_kernel &= kernel;
+                    if let (Some(c), None) = (self.capacity, &rep.estimate.shaper) {
+                        let e = &rep.estimate;
+                        rep.estimate.outcome = dispersion::refine(&e.outcome, &rep.records, c, e.probed);
+                    }
                     tracked = Some((design, rep));
                 }
                 TrainRun::Done((rep, kernel)) => {
@@ -868,7 +877,12 @@ impl ProbeSession {
                             ranging.push(rep);
                         }
                     }
-                    let (fine, rep) = answer_train.expect("the ladder answers with a train it sent");
+                    let (fine, mut rep) = answer_train.expect("the ladder answers with a train it sent");
+                    // The answer re-read from its busy gaps with the coarse trains' capacity.
+                    if let Some(o) = ladder.refined() {
+                        rep.estimate.outcome = o.clone();
+                    }
+                    self.capacity = ladder.capacity();
                     tracked = Some((TrainDesign::PathQuick(fine), rep));
                     (TrainDesign::PathQuick(fine), None)
                 }

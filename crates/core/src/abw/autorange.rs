@@ -364,13 +364,31 @@ enum Rung {
 ///    that was not cut says nothing about the range. Then
 /// 3. one retry ([`AutoRange::retry`]), asked for after the queue the cut fine train built
 ///    has drained ([`built_queue`]); its verdict is the answer, whatever it is.
+///
+/// **The capacity** (issue 19, session 8): the first coarse train that queued (an estimate or
+/// "below range", no shaper) gives the bottleneck capacity from its receive gaps
+/// ([`super::dispersion::capacity`]; the 500 Mbit/s train lasts 1.6 ms and arrives far faster
+/// than a 10 or 100 Mbit/s link drains). With it, a later coarse train's estimate is re-read
+/// from its busy gaps and taken at most `C` (at 10 Mbit/s with 6 Mbit/s of cross traffic the
+/// fit read 20–23 Mbit/s on the 34 ms coarse train, and the fine train around it overflowed),
+/// and the answer's estimate is re-read from its busy gaps ([`Ladder::refined`],
+/// [`super::dispersion::refine`]): the fit takes `A` and `1/C` from the same noisy delays and
+/// has twice the error it would have with `C` known.
 #[derive(Clone, Debug)]
 pub struct Ladder {
     plan: AutoRange,
     max_loss_fraction: f64,
     rung: Rung,
     sent: usize,
+    /// The capacity from the first coarse train that queued ([`super::dispersion::capacity`]).
+    capacity: Option<Rate>,
+    /// The answer re-read from its busy gaps with that capacity ([`super::dispersion::refine`]).
+    refined: Option<Outcome>,
 }
+
+/// Timestamp noise of one receive gap for the capacity vote: the socket client's delay floor
+/// (`EstimateOptions::for_method(PathQuick)`).
+pub const DISPERSION_NOISE: Dur = Dur(20_000);
 
 /// What a [`Ladder`] asks for.
 #[derive(Clone, Debug, PartialEq)]
@@ -384,7 +402,27 @@ pub enum LadderStep {
 impl Ladder {
     /// A ladder with `plan`'s trains; `max_loss_fraction`: the estimator's loss limit.
     pub fn from_plan(plan: AutoRange, max_loss_fraction: f64) -> Ladder {
-        Ladder { plan, max_loss_fraction, rung: Rung::Coarse, sent: 0 }
+        Ladder { plan, max_loss_fraction, rung: Rung::Coarse, sent: 0, capacity: None, refined: None }
+    }
+
+    /// The capacity the coarse trains' dispersion showed, if any.
+    pub fn capacity(&self) -> Option<Rate> {
+        self.capacity
+    }
+
+    /// After [`LadderStep::Answer`]: the answer train's outcome re-read with the capacity
+    /// (`None`: no capacity was found, or the answer is not an estimate; its own outcome
+    /// stands).
+    pub fn refined(&self) -> Option<&Outcome> {
+        self.refined.as_ref()
+    }
+
+    /// The answer is train `this`, judged `estimate` from `records`.
+    fn answer(&mut self, this: usize, estimate: &TrainEstimate, records: &[ProbeRecord]) -> LadderStep {
+        if let (Some(c), None, Outcome::Estimate(_)) = (self.capacity, &estimate.shaper, &estimate.outcome) {
+            self.refined = Some(super::dispersion::refine(&estimate.outcome, records, c, estimate.probed));
+        }
+        LadderStep::Answer(this)
     }
 
     fn train(&mut self, design: QuickDesign, whole: bool, wait: Dur) -> LadderStep {
@@ -431,9 +469,26 @@ impl Ladder {
                 if estimate.shaper.is_some() && matches!(estimate.outcome, Outcome::Estimate(_)) {
                     return Ok(LadderStep::Answer(this));
                 }
+                // A coarse train that queued (an estimate, or below range) shows the capacity.
+                if self.capacity.is_none()
+                    && estimate.shaper.is_none()
+                    && matches!(estimate.outcome, Outcome::Estimate(_) | Outcome::BelowRange { .. })
+                {
+                    self.capacity = super::dispersion::capacity(records, DISPERSION_NOISE);
+                }
                 let outcome = match estimate.outcome {
                     Outcome::Inconclusive { .. } | Outcome::AboveRange { .. } if self.overflowed(estimate) => {
                         Outcome::BelowRange { at_most: design.b_min() }
+                    }
+                    // With the capacity known, the coarse reading from its busy gaps, at most C.
+                    // (At 10 Mbit/s with 6 Mbit/s of cross traffic the 34 ms second coarse train
+                    // read 20–23 Mbit/s by the fit, and the fine trains around it overflowed.)
+                    Outcome::Estimate(_) if self.capacity.is_some() => {
+                        let c = self.capacity.unwrap_or(Rate::ZERO);
+                        match super::dispersion::refine(&estimate.outcome, records, c, estimate.probed) {
+                            Outcome::Estimate(a) => Outcome::Estimate(a.min(c)),
+                            o => o,
+                        }
                     }
                     ref o => o.clone(),
                 };
@@ -455,10 +510,10 @@ impl Ladder {
                         self.rung = Rung::Retry;
                         self.train(again, false, built_queue(records))
                     }
-                    None => LadderStep::Answer(this),
+                    None => self.answer(this, estimate, records),
                 })
             }
-            Rung::Retry => Ok(LadderStep::Answer(this)),
+            Rung::Retry => Ok(self.answer(this, estimate, records)),
         }
     }
 }
@@ -574,6 +629,67 @@ mod tests {
         // Whole and inconclusive without losses (badly paced): the answer.
         let e = estimate_of(cut_no_knee, fine.n, 0);
         assert_eq!(l.on_verdict(&fine, &e, &records_of(&fine, fine.n as usize)).unwrap(), LadderStep::Answer(1));
+    }
+
+    #[test]
+    fn a_coarse_train_that_queued_gives_the_capacity_which_bounds_the_next_reading_and_refines_the_answer() {
+        // A first coarse train at 10 Mbit/s: every gap busy, dispersed at C.
+        let mut l = Ladder::from_plan(planner(), 0.2);
+        let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
+        let mut free = 0u64;
+        let recs: Vec<ProbeRecord> = c1
+            .schedule()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                free = free.max(p.offset.0) + p.size.0 * 800; // 10 Mbit/s: 800 ns per byte
+                ProbeRecord {
+                    index: i as u32,
+                    send_time: crate::units::Time(p.offset.0),
+                    recv_time: Some(crate::units::Time(free)),
+                    size: p.size,
+                }
+            })
+            .collect();
+        let below = estimate_of(Outcome::BelowRange { at_most: c1.b_min() }, c1.n, 0);
+        let LadderStep::Train { design: c2, .. } = l.on_verdict(&c1, &below, &recs).unwrap() else { panic!() };
+        let c = l.capacity().expect("the capacity from the queued coarse train");
+        assert!((c.as_mbps() - 10.0).abs() < 0.1, "{c}");
+        // The second coarse train's fit read 22 Mbit/s (its records say nothing more here): the
+        // fine train around it is designed for at most C, not 2 × 22.
+        let e = estimate_of(Outcome::Estimate(Rate::from_mbps(22)), c2.n, 0);
+        let LadderStep::Train { design: fine, .. } = l.on_verdict(&c2, &e, &records_of(&c2, 0)).unwrap() else {
+            panic!()
+        };
+        assert!(fine.b_max().as_mbps() <= 20.2, "{fine:?}");
+        // The answer is refined from its busy gaps: a train judged 5 Mbit/s whose gaps above
+        // 5.5 Mbit/s grew by exactly (r − 7 Mbit/s)/C reads 7.
+        let fr: Vec<ProbeRecord> = {
+            let sched = fine.schedule();
+            let mut q = 0.0f64;
+            sched
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    if i > 0 {
+                        let s = (p.offset.0 - sched[i - 1].offset.0) as f64;
+                        let r = p.size.0 as f64 * 8.0 / s * 1e9;
+                        q = (q + s * (r - 7e6) / c.bps() as f64).max(0.0);
+                    }
+                    ProbeRecord {
+                        index: i as u32,
+                        send_time: crate::units::Time(p.offset.0),
+                        recv_time: Some(crate::units::Time(p.offset.0 + 1_000_000 + q as u64)),
+                        size: p.size,
+                    }
+                })
+                .collect()
+        };
+        let mut e = estimate_of(Outcome::Estimate(Rate::from_mbps(5)), fine.n, 0);
+        e.probed = (fine.b_min(), fine.b_max());
+        assert_eq!(l.on_verdict(&fine, &e, &fr).unwrap(), LadderStep::Answer(2));
+        let Some(Outcome::Estimate(a)) = l.refined() else { panic!("{:?}", l.refined()) };
+        assert!((a.as_mbps() - 7.0).abs() < 0.2, "{a}");
     }
 
     #[test]

@@ -133,6 +133,9 @@ pub struct LadderRun {
     pub trains: Vec<(QuickDesign, Outcome, u32)>,
     pub answer_length: f64,
     pub done_at: f64,
+    /// The capacity the ladder found, and its refined answer.
+    pub capacity: Option<crate::units::Rate>,
+    pub refined: Option<Outcome>,
 }
 
 pub fn run_ladder(path: &mut Path, mut ladder: Ladder, t0: f64) -> LadderRun {
@@ -155,12 +158,16 @@ pub fn run_ladder(path: &mut Path, mut ladder: Ladder, t0: f64) -> LadderRun {
             }
             LadderStep::Answer(i) => {
                 let (d, o, _) = trains[i].clone();
+                let o =
+                    if std::env::var("LADDER_NO_REFINE").is_ok() { o } else { ladder.refined().cloned().unwrap_or(o) };
                 return LadderRun {
                     outcome: o,
                     time,
                     trains,
                     answer_length: d.train_length().as_secs_f64(),
                     done_at: t,
+                    capacity: ladder.capacity(),
+                    refined: ladder.refined().cloned(),
                 };
             }
         }
@@ -221,7 +228,13 @@ fn ladder_harness() {
                             )
                         })
                         .collect();
-                    println!("  {k:>2} e {e:>5.1} % {:>6.1} ms {}", r.time * 1e3, seq.join(" "));
+                    let cap = r.capacity.map_or("-".to_string(), |c| format!("{:.2}", c.as_mbps()));
+                    let refined = r.refined.as_ref().map_or("-".to_string(), |o| o.to_string());
+                    println!(
+                        "  {k:>2} e {e:>5.1} % {:>6.1} ms C {cap} refined {refined} {}",
+                        r.time * 1e3,
+                        seq.join(" ")
+                    );
                 }
             }
             let (m, p) = med_p90(&errs);
@@ -232,6 +245,64 @@ fn ladder_harness() {
                 load,
                 ntrains as f64 / runs as f64
             );
+        }
+    }
+}
+
+/// The fine train alone, designed from `A₀` = A × 1, 1.4 and 0.7 (issue 19, session 8):
+/// `cargo test --release -p headroom-core abw::ladder_harness::fine_alone -- --ignored
+/// --nocapture` (`LADDER_RUNS`). Signed errors (% of C) of the client's fit, of the fit refined
+/// with the true capacity ([`super::dispersion::refine`]), and refined with the capacity of the
+/// train's own dispersion ([`super::dispersion::capacity`]; the fit where it finds none).
+#[test]
+#[ignore]
+fn fine_alone() {
+    use super::dispersion::{capacity, refine};
+    use crate::units::Rate;
+    let runs: usize = std::env::var("LADDER_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let cfg = client_estimator();
+    for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
+        for load in [0.0, 0.3, 0.6, 0.9] {
+            for factor in [1.0, 1.4, 0.7] {
+                let a = c * (1.0 - load);
+                let mut path = Path::new(c, c * load, buffer, delay, 7 + (load * 10.0) as u64);
+                let plan = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500));
+                let d = plan.fine(Rate((a * factor) as u64), Rate::ZERO).expect("a fine train");
+                let mut t = 2.0;
+                let mut errs: [Vec<f64>; 3] = Default::default();
+                let (mut found, mut off) = (0, Vec::new());
+                for _ in 0..runs {
+                    let v = run_train(&mut path, &d, t, true, cfg);
+                    t = v.judgement.decided_at.0 as f64 / 1e9 + 0.3;
+                    let e = |o: &Outcome| o.value().map_or(f64::NAN, |r| 100.0 * (r.bps() as f64 - a) / c);
+                    let (o, p) = (&v.estimate.outcome, v.estimate.probed);
+                    errs[0].push(e(o));
+                    errs[1].push(e(&refine(o, &v.records, Rate(c as u64), p)));
+                    let own = capacity(&v.records, super::autorange::DISPERSION_NOISE);
+                    if let Some(own) = own {
+                        found += 1;
+                        off.push(100.0 * (own.bps() as f64 / c - 1.0).abs());
+                    }
+                    errs[2].push(e(&own.map_or(o.clone(), |own| refine(o, &v.records, own, p))));
+                }
+                let show = |v: &[f64]| {
+                    let abs: Vec<f64> = v.iter().map(|e| if e.is_nan() { 100.0 } else { e.abs() }).collect();
+                    let (m, p) = med_p90(&abs);
+                    let ok: Vec<f64> = v.iter().cloned().filter(|e| !e.is_nan()).collect();
+                    let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
+                    let sd = (ok.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / ok.len().max(1) as f64).sqrt();
+                    format!("{m:>4.1}/{p:>5.1} bias {mean:>+4.1} sd {sd:>4.1}")
+                };
+                let off = if off.is_empty() { f64::NAN } else { med_p90(&off).0 };
+                println!(
+                    "C {:>3} load {load:.1} A0 x{factor:.1} len {:>6.1} ms | fit {} | true C {} | own C {} (found {found}/{runs}, median |C err| {off:.1} %)",
+                    c / 1e6,
+                    d.train_length().as_secs_f64() * 1e3,
+                    show(&errs[0]),
+                    show(&errs[1]),
+                    show(&errs[2]),
+                );
+            }
         }
     }
 }

@@ -42,6 +42,7 @@
 
 pub mod autorange;
 pub mod compare;
+pub mod dispersion;
 pub mod excursion;
 pub mod growth;
 #[cfg(test)]

@@ -1,0 +1,233 @@
+//! The capacity from a train's output dispersion, and the available bandwidth from the busy
+//! gaps once the capacity is known (issue 19, session 8; in neither paper).
+//!
+//! # Why the fit needs the capacity
+//!
+//! Past the crossing a FIFO of capacity `C` whose cross traffic leaves `A` makes the train's
+//! delay grow, per gap of send spacing `s_k` probing `r_k`, by `s_k·(r_k − A)/C` on average
+//! (the probe rate model, PathQuick §2.2). The queue-growth fit ([`super::growth`]) takes `A`
+//! and `1/C` from the same noisy delays: `A` is where the fitted line of growth against rate
+//! reaches zero, at the edge of the busy gaps' rates, and a line's value at the edge of its data
+//! has about twice the standard deviation of its value at the centre (`1/n + (x̄ − x₀)²/Sxx` =
+//! `4/n` for rates spread evenly). In the no-testbed harness (`abw::ladder_harness`, fine train
+//! alone, designed from the true `A`, Poisson cross traffic of 1,000-byte packets) the fit's
+//! error had a standard deviation of 8.5 % of `C` at 10 Mbit/s and 30 % load and 6.8 % at
+//! 100 Mbit/s; the same gaps with the true `C` gave 3.7 and 3.0 % (docs/results.md, issue 19
+//! session 8).
+//!
+//! # The capacity: dispersion of back-to-back packets
+//!
+//! A FIFO sends packet `k + 1` no sooner than `8·P_{k+1}/C` after packet `k`, and exactly then
+//! when the queue stayed busy between them and no cross packet arrived between their arrivals
+//! (the packet-pair principle: Keshav; Dovrolis et al., "Packet dispersion techniques", 2001).
+//! So the receive gaps `d_k` of a train that queued hold a cluster at `d_k = 8·P_{k+1}/C`;
+//! gaps with a cross packet between sit at least one cross packet's time higher. [`capacity`]
+//! finds the `C` for which most gaps lie within the timestamp noise of `8·P_{k+1}/C` (a Hough
+//! vote over the candidates `8·P_{k+1}/d_k`), then `C = Σ 8·P / Σ d` over those gaps. Gaps
+//! received as they were sent (`|d_k − s_k|` within the noise) do not vote: a train that never
+//! queued is spaced as sent whatever `C` is, and its gaps would otherwise elect the rates it
+//! probed.
+//!
+//! The first coarse train (500 Mbit/s) arrives far faster than a 10 or 100 Mbit/s link drains,
+//! so its gaps are busy and, lasting 1.6 ms, hold few cross packets even at 90 % load: the
+//! [`super::autorange::Ladder`] takes `C` from the coarse trains.
+//!
+//! # The available bandwidth with `C` known
+//!
+//! Over the busy gaps (rates at least [`BUSY_MARGIN`] above the fit's estimate, where the
+//! queue grows), `d_k − s_k = s_k·(r_k − A)/C + noise`, so
+//! `A = (Σ 8·P_{k+1} − C·Σ (d_k − s_k)) / Σ s_k` ([`busy_rate`]): the cross traffic's mean over
+//! the busy time, the bound the fine train's length was designed for
+//! ([`super::autorange::busy_window`]). Gaps below the crossing would bias it low (the queue
+//! there does not shrink as the model's negative growth says, it stays near empty), so the
+//! margin is taken from the lower of the fit's estimate and the first pass's.
+//!
+//! Choices: the vote's tolerance (the timestamp noise, the socket client's delay floor), the
+//! minimum cluster ([`MIN_CLUSTER`] gaps and a tenth of the voters), the margin, the pass count
+//! (two) and the rule that a result outside the train's probed range keeps the fit's are ours.
+
+use super::{Outcome, ProbeRecord};
+use crate::units::{Dur, Rate};
+
+/// Gaps a capacity cluster needs at least.
+pub const MIN_CLUSTER: usize = 8;
+/// The busy gaps probe at least this factor above the fit's estimate.
+pub const BUSY_MARGIN: f64 = 1.1;
+/// Busy gaps [`busy_rate`] needs at least.
+pub const MIN_BUSY: usize = 10;
+
+/// One gap between consecutively received packets of consecutive indices: send spacing `s`,
+/// receive spacing `d` (ns), and the later packet's bits.
+#[derive(Clone, Copy, Debug)]
+struct Gap {
+    s: f64,
+    d: f64,
+    bits: f64,
+}
+
+fn gaps(records: &[ProbeRecord]) -> Vec<Gap> {
+    let mut rx: Vec<&ProbeRecord> = records.iter().filter(|r| r.recv_time.is_some()).collect();
+    rx.sort_by_key(|r| r.index);
+    rx.windows(2)
+        .filter(|w| w[1].index == w[0].index + 1)
+        .filter_map(|w| {
+            let s = w[1].send_time.0 as f64 - w[0].send_time.0 as f64;
+            let d = w[1].recv_time?.0 as f64 - w[0].recv_time?.0 as f64;
+            (s > 0.0).then_some(Gap { s, d, bits: w[1].size.0 as f64 * 8.0 })
+        })
+        .collect()
+}
+
+/// The bottleneck capacity from the receive gaps of a train that queued, or `None` when no
+/// cluster of at least [`MIN_CLUSTER`] gaps (and a tenth of the voting gaps) exists. `noise`:
+/// the timestamp noise of one receive gap (module doc).
+pub fn capacity(records: &[ProbeRecord], noise: Dur) -> Option<Rate> {
+    let w = (noise.0 as f64).max(1_000.0);
+    let voters: Vec<Gap> = gaps(records).into_iter().filter(|g| g.d > 0.0 && (g.d - g.s).abs() > w).collect();
+    let mut best: Option<(usize, f64)> = None;
+    for cand in voters.iter().map(|g| g.bits / g.d) {
+        let votes = voters.iter().filter(|g| (g.d - g.bits / cand).abs() <= w).count();
+        if best.is_none_or(|(n, c)| votes > n || (votes == n && cand > c)) {
+            best = Some((votes, cand));
+        }
+    }
+    let (votes, cand) = best?;
+    if votes < MIN_CLUSTER.max(voters.len() / 10) {
+        return None;
+    }
+    let (bits, d) =
+        voters.iter().filter(|g| (g.d - g.bits / cand).abs() <= w).fold((0.0, 0.0), |(b, d), g| (b + g.bits, d + g.d));
+    Some(Rate((bits / d * 1e9).round() as u64))
+}
+
+/// The available bandwidth from the gaps probing at least [`BUSY_MARGIN`]·`from`, before the
+/// first lost packet, with the capacity known (module doc); `None` with fewer than
+/// [`MIN_BUSY`] such gaps. After a loss the drop-tail buffer is full and the queue can no
+/// longer grow by `(r − A)/C`: on the testbed at 10 Mbit/s with 9 Mbit/s of cross traffic two
+/// fine trains that lost 56 and 65 packets were re-read from all their gaps as 7.5 and
+/// 8.2 Mbit/s for A = 1 (issue 19, session 8).
+pub fn busy_rate(records: &[ProbeRecord], capacity: Rate, from: Rate) -> Option<Rate> {
+    let c = capacity.bps() as f64 / 1e9;
+    let first_loss = records.iter().filter(|r| r.recv_time.is_none()).map(|r| r.index).min().unwrap_or(u32::MAX);
+    let before: Vec<ProbeRecord> = records.iter().filter(|r| r.index < first_loss).cloned().collect();
+    let (mut bits, mut excess, mut span, mut n) = (0.0, 0.0, 0.0, 0);
+    for g in gaps(&before) {
+        if g.bits / g.s * 1e9 >= BUSY_MARGIN * from.bps() as f64 {
+            bits += g.bits;
+            excess += g.d - g.s;
+            span += g.s;
+            n += 1;
+        }
+    }
+    let a = (bits - c * excess) / span * 1e9;
+    (n >= MIN_BUSY && a > 0.0).then(|| Rate(a.round() as u64))
+}
+
+/// The fit's estimate `outcome` of the train `records` (which probed `probed`), re-read from its
+/// busy gaps with the capacity known: two passes of [`busy_rate`], the second from the lower of
+/// the two estimates. Anything but an estimate, or a result outside the probed range or above
+/// the capacity, is returned as it was.
+pub fn refine(outcome: &Outcome, records: &[ProbeRecord], capacity: Rate, probed: (Rate, Rate)) -> Outcome {
+    let Outcome::Estimate(fit) = outcome else { return outcome.clone() };
+    let again = busy_rate(records, capacity, *fit).and_then(|a1| busy_rate(records, capacity, a1.min(*fit)));
+    match again {
+        Some(a) if a >= probed.0 && a <= probed.1 && a <= capacity => Outcome::Estimate(a),
+        _ => outcome.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abw::ladder_harness::{client_estimator, run_train, Path};
+    use crate::abw::QuickDesign;
+    use crate::units::{Bytes, Time};
+
+    /// A train of `n` packets of `48 + dp·k` bytes sent every `s` ns through a FIFO of `c` bit/s,
+    /// a 1,000-byte cross packet arriving just after every `every`-th probe packet (0: none).
+    fn train(n: u32, dp: u64, s: u64, c: f64, every: u32) -> Vec<ProbeRecord> {
+        let mut free = 0.0f64;
+        (0..n)
+            .map(|k| {
+                let at = (k as u64 * s) as f64;
+                let size = Bytes(48 + dp * k as u64);
+                free = free.max(at) + size.0 as f64 * 8.0 / c * 1e9;
+                let rec =
+                    ProbeRecord { index: k, send_time: Time(at as u64), recv_time: Some(Time(free as u64)), size };
+                if every > 0 && k % every == 0 {
+                    free = free.max(at + 1.0) + 8000.0 / c * 1e9;
+                }
+                rec
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_capacity_is_the_dispersion_of_the_gaps_no_cross_packet_came_between() {
+        // The first coarse train at 10 Mbit/s (24 µs spacing, far above C), a cross packet in
+        // every third gap: the mean dispersion reads a third low, the cluster reads C.
+        let recs = train(67, 22, 24_000, 10e6, 3);
+        let c = capacity(&recs, Dur::from_micros(20)).expect("a cluster");
+        assert!((c.as_mbps() - 10.0).abs() < 0.05, "{c}");
+        let (first, last) = (&recs[0], &recs[66]);
+        let bits: u64 = recs[1..].iter().map(|r| r.size.0 * 8).sum();
+        let mean = bits as f64 / (last.recv_time.unwrap().0 - first.recv_time.unwrap().0) as f64 * 1e3;
+        assert!(mean < 9.0, "the mean dispersion is not the capacity: {mean} Mbit/s");
+        // A train that never queued (100 Mbit/s, the train tops at 49 Mbit/s) is spaced as sent:
+        // no capacity, not the rates it probed.
+        assert_eq!(capacity(&train(67, 22, 250_000, 100e6, 0), Dur::from_micros(20)), None);
+    }
+
+    /// `runs` fine trains designed from the true A on the harness's path at `c` and `load`: the
+    /// fit's and the refined errors, in % of C.
+    fn errors(c: f64, load: f64, runs: usize) -> (Vec<f64>, Vec<f64>) {
+        let a = c * (1.0 - load);
+        let mut path = Path::new(c, c * load, 100, 0.01, 3);
+        let plan = crate::abw::autorange::AutoRange::new(Rate::from_mbps(500), Bytes(48), Bytes(1500));
+        let d: QuickDesign = plan.fine(Rate(a as u64), Rate::ZERO).unwrap();
+        let (mut fit, mut refined) = (Vec::new(), Vec::new());
+        let mut t = 1.0;
+        for _ in 0..runs {
+            let v = run_train(&mut path, &d, t, true, client_estimator());
+            t = v.judgement.decided_at.0 as f64 / 1e9 + 0.3;
+            let e = |o: &Outcome| o.value().map_or(100.0, |r| 100.0 * (r.bps() as f64 - a).abs() / c);
+            fit.push(e(&v.estimate.outcome));
+            refined.push(e(&refine(&v.estimate.outcome, &v.records, Rate(c as u64), v.estimate.probed)));
+        }
+        fit.sort_by(f64::total_cmp);
+        refined.sort_by(f64::total_cmp);
+        (fit, refined)
+    }
+
+    #[test]
+    fn with_the_capacity_known_the_busy_gaps_halve_the_fits_error_under_cross_traffic() {
+        // 10 Mbit/s, 30 % Poisson load (the harness's path); 30 trains.
+        let (fit, refined) = errors(10e6, 0.3, 30);
+        let (mf, mr) = (fit[15], refined[15]);
+        let (pf, pr) = (fit[27], refined[27]);
+        assert!(mr < 0.7 * mf && pr < 0.7 * pf, "median {mf:.1} → {mr:.1} %, p90 {pf:.1} → {pr:.1} %");
+        // A train whose buffer overflowed: past the loss the queue stays full, no growth to read.
+        let c = Rate::from_mbps(10);
+        let sched: Vec<(u64, Bytes)> = (0..200u64).map(|k| (k * 1_200_000, Bytes(300 + 6 * k))).collect();
+        let (mut q, mut recs) = (0.0f64, Vec::new());
+        for (k, &(at, size)) in sched.iter().enumerate() {
+            // r_k = 2–14 Mbit/s against A = 1: the queue grows, and is full (20 ms) from packet 60 on
+            if k > 0 {
+                let r = size.0 as f64 * 8.0 / 1.2e-3;
+                q = (q + 1.2e6 * (r - 1e6) / 1e7).min(20e6);
+            }
+            let lost = k > 60 && k % 3 == 0;
+            recs.push(ProbeRecord {
+                index: k as u32,
+                send_time: Time(at),
+                recv_time: (!lost).then(|| Time(at + 5_000_000 + q as u64)),
+                size,
+            });
+        }
+        let a = busy_rate(&recs, c, Rate::from_mbps(1)).expect("the gaps before the loss");
+        assert!((a.as_mbps() - 1.0).abs() < 0.3, "{a}");
+        // Idle: nothing to gain, nothing lost.
+        let (fit, refined) = errors(10e6, 0.0, 3);
+        assert!(refined[2] <= fit[2].max(0.5), "{fit:?} {refined:?}");
+    }
+}
