@@ -12,7 +12,7 @@ use crate::wire::{
 };
 use headroom_core::abw::autorange::{AutoRange, Ladder, LadderStep, DEFAULT_TOP};
 use headroom_core::abw::dispersion;
-use headroom_core::abw::shaper::{ShaperEstimate, SHAPER_DELTA_P};
+use headroom_core::abw::shaper::{burst_after_earlier_trains, EarlierTrain, ShaperEstimate, SHAPER_DELTA_P};
 use headroom_core::abw::train::PacingReport;
 use headroom_core::abw::{
     excursion::combine, ChirpSpec, DesignError, EstimatorConfig, JudgePolicy, Method, Outcome, PacketFate, Poll,
@@ -882,6 +882,14 @@ impl ProbeSession {
                     if let Some(o) = ladder.refined() {
                         rep.estimate.outcome = o.clone();
                     }
+                    // A shaper's bucket the coarse trains drained before the answer's train.
+                    if let Some(sh) = rep.estimate.shaper {
+                        let earlier: Vec<EarlierTrain> = ranging.iter().filter_map(earlier_train).collect();
+                        rep.estimate.shaper = Some(ShaperEstimate {
+                            burst: burst_after_earlier_trains(sh, &rep.records, &earlier),
+                            ..sh
+                        });
+                    }
                     self.capacity = ladder.capacity();
                     tracked = Some((TrainDesign::PathQuick(fine), rep));
                     (TrainDesign::PathQuick(fine), None)
@@ -976,6 +984,20 @@ impl ProbeSession {
             trains: reports,
         })
     }
+}
+
+/// A train of this estimate that took tokens from a shaper's bucket before the answer's train
+/// ([`burst_after_earlier_trains`]): one that saw no shaper and lost no packet, as its first
+/// arrival and the bytes that arrived; `None` for any other.
+fn earlier_train(rep: &TrainReport) -> Option<EarlierTrain> {
+    let lossless = rep.estimate.lost == 0 && rep.records.iter().all(|r| r.recv_time.is_some());
+    if rep.estimate.shaper.is_some() || !lossless {
+        return None;
+    }
+    Some(EarlierTrain {
+        first_arrival: rep.records.iter().filter_map(|r| r.recv_time).min()?,
+        bytes: Bytes(rep.records.iter().map(|r| r.size.0).sum()),
+    })
 }
 
 /// The shaper of an estimate: seen by more than half of its trains, their mean rate and burst.
