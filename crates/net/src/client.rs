@@ -791,7 +791,8 @@ impl ProbeSession {
     pub fn estimate(&mut self, options: &EstimateOptions) -> Result<Estimate, ProbeError> {
         let t0 = Instant::now();
         let server = self.server;
-        design_for(options, ipv6_on_the_wire(server))?;
+        let v6 = ipv6_on_the_wire(server);
+        design_for(options, v6)?;
         let mut handshake = if self.credential().is_some_and(|c| matches!(c, Credential::Token(_))) {
             Handshake::Token
         } else {
@@ -807,7 +808,7 @@ impl ProbeSession {
         let caps = self.caps;
         let top = caps.map_or(DEFAULT_TOP, |c| c.max_rate.min(DEFAULT_TOP).max(Rate::from_mbps(1)));
         let largest = caps.map_or(options.max_size, |c| options.max_size.min(c.max_size));
-        let smallest = Bytes(ip_udp_overhead(ipv6_on_the_wire(server)) + PROBE_HEADER_LEN as u64);
+        let smallest = Bytes(ip_udp_overhead(v6) + PROBE_HEADER_LEN as u64);
         let auto_quick = options.auto_range && options.design.is_none() && options.method == Method::PathQuick;
         // A tracked fine train whose answer is in range is the estimate itself.
         let mut tracked = None;
@@ -816,9 +817,10 @@ impl ProbeSession {
             match self.run_one(options, &design, &mut waited, &mut handshake)? {
                 TrainRun::Done((mut rep, kernel)) if matches!(rep.estimate.outcome, Outcome::Estimate(_)) => {
                     all_kernel &= kernel;
-                    if let (Some(c), None) = (self.capacity, &rep.estimate.shaper) {
-                        let e = &rep.estimate;
-                        rep.estimate.outcome = dispersion::refine(&e.outcome, &rep.records, c, e.probed);
+                    if let Some(o) =
+                        self.capacity.and_then(|c| dispersion::refine_train(&rep.estimate, &rep.records, c))
+                    {
+                        rep.estimate.outcome = o;
                     }
                     tracked = Some((design, rep));
                 }
@@ -840,7 +842,7 @@ impl ProbeSession {
                         max_size: largest,
                         ..options.clone()
                     };
-                    (design_for(&wide, ipv6_on_the_wire(server))?, None)
+                    (design_for(&wide, v6)?, None)
                 }
                 Method::PathQuick => {
                     // The ladder (`Ladder`): coarse trains judged whole, the fine train cut at
@@ -896,7 +898,7 @@ impl ProbeSession {
                 }
             }
         } else {
-            design_within_caps(options, ipv6_on_the_wire(server), caps)?
+            design_within_caps(options, v6, caps)?
         };
 
         let mut reports = Vec::new();
@@ -990,8 +992,7 @@ impl ProbeSession {
 /// ([`burst_after_earlier_trains`]): one that saw no shaper and lost no packet, as its first
 /// arrival and the bytes that arrived; `None` for any other.
 fn earlier_train(rep: &TrainReport) -> Option<EarlierTrain> {
-    let lossless = rep.estimate.lost == 0 && rep.records.iter().all(|r| r.recv_time.is_some());
-    if rep.estimate.shaper.is_some() || !lossless {
+    if rep.estimate.shaper.is_some() || rep.records.iter().any(|r| r.recv_time.is_none()) {
         return None;
     }
     Some(EarlierTrain {

@@ -419,9 +419,7 @@ impl Ladder {
 
     /// The answer is train `this`, judged `estimate` from `records`.
     fn answer(&mut self, this: usize, estimate: &TrainEstimate, records: &[ProbeRecord]) -> LadderStep {
-        if let (Some(c), None, Outcome::Estimate(_)) = (self.capacity, &estimate.shaper, &estimate.outcome) {
-            self.refined = Some(super::dispersion::refine(&estimate.outcome, records, c, estimate.probed));
-        }
+        self.refined = self.capacity.and_then(|c| super::dispersion::refine_train(estimate, records, c));
         LadderStep::Answer(this)
     }
 
@@ -483,13 +481,13 @@ impl Ladder {
                     // With the capacity known, the coarse reading from its busy gaps, at most C.
                     // (At 10 Mbit/s with 6 Mbit/s of cross traffic the 34 ms second coarse train
                     // read 20–23 Mbit/s by the fit, and the fine trains around it overflowed.)
-                    Outcome::Estimate(_) if self.capacity.is_some() => {
-                        let c = self.capacity.unwrap_or(Rate::ZERO);
-                        match super::dispersion::refine(&estimate.outcome, records, c, estimate.probed) {
+                    Outcome::Estimate(_) => match self.capacity {
+                        Some(c) => match super::dispersion::refine(&estimate.outcome, records, c, estimate.probed) {
                             Outcome::Estimate(a) => Outcome::Estimate(a.min(c)),
                             o => o,
-                        }
-                    }
+                        },
+                        None => estimate.outcome.clone(),
+                    },
                     ref o => o.clone(),
                 };
                 let next = self.plan.next(design, &outcome)?.unwrap_or(Next::Fine(*design));

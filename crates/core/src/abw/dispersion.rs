@@ -46,7 +46,7 @@
 //! minimum cluster ([`MIN_CLUSTER`] gaps and a tenth of the voters), the margin, the pass count
 //! (two) and the rule that a result outside the train's probed range keeps the fit's are ours.
 
-use super::{Outcome, ProbeRecord};
+use super::{Outcome, ProbeRecord, TrainEstimate};
 use crate::units::{Dur, Rate};
 
 /// Gaps a capacity cluster needs at least.
@@ -134,6 +134,13 @@ pub fn refine(outcome: &Outcome, records: &[ProbeRecord], capacity: Rate, probed
         Some(a) if a >= probed.0 && a <= probed.1 && a <= capacity => Outcome::Estimate(a),
         _ => outcome.clone(),
     }
+}
+
+/// [`refine`] for a judged train: its re-read outcome when it is an estimate that saw no shaper
+/// (a shaper's answer is its token rate, which the FIFO model does not describe), else `None`.
+pub fn refine_train(estimate: &TrainEstimate, records: &[ProbeRecord], capacity: Rate) -> Option<Outcome> {
+    let plain = estimate.shaper.is_none() && matches!(estimate.outcome, Outcome::Estimate(_));
+    plain.then(|| refine(&estimate.outcome, records, capacity, estimate.probed))
 }
 
 #[cfg(test)]
