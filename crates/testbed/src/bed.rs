@@ -70,10 +70,14 @@ impl RunState {
 }
 
 pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
+    // starttime is field 22
+    stat_fields(pid)?.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// `/proc/PID/stat` from field 3 (the state) on: what follows the command name's `)`.
+fn stat_fields(pid: u32) -> Option<String> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    // after ") " come fields 3.. ; starttime is field 22
-    after.split_whitespace().nth(19)?.parse().ok()
+    Some(stat[stat.rfind(')')? + 1..].to_string())
 }
 
 /// Checks that this process can build testbeds; the error says why not.
@@ -311,9 +315,10 @@ const TERM_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether process `pid` exists and is not a zombie (which waits only for its parent's reaping).
 fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    u32::try_from(pid)
         .ok()
-        .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(|st| st != "Z")))
+        .and_then(stat_fields)
+        .and_then(|f| f.split_whitespace().next().map(|state| state != "Z"))
         .unwrap_or(false)
 }
 
