@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod cc;
 mod cc_bench;
+mod chirp_smoothing;
 mod crosscheck;
 mod demo;
 mod outdir;

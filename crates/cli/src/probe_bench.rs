@@ -49,6 +49,8 @@ use headroom_testbed::topology::{Buffer, Shaper};
 use headroom_testbed::traffic::{PoissonCross, GENERATOR_PRIORITY};
 use headroom_testbed::{Bottleneck, Testbed, Topology};
 
+use crate::chirp_smoothing::{self, Chirp};
+
 #[derive(Args, Debug, Clone)]
 pub struct ProbeBenchArgs {
     /// Cross-traffic levels (Poisson UDP, 1000-byte packets), comma-separated.
@@ -618,8 +620,10 @@ fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
         "{:>6} {:<10} {:>4} {:>10} {:>8} {:>10} {:>10} {:>9} {:>7}",
         "cross", "method", "n", "med |e| %", "p90 %", "time med", "budget", "in budget", "goal"
     );
+    let mut smoothing = Vec::new();
     for &cross in &a.levels {
         let truth = (cap - cross.as_mbps()).max(0.0);
+        let mut quick = None;
         for method in [Method::PathQuick, Method::PathChirp] {
             let of = rows_at(rows, cross, method);
             if of.is_empty() {
@@ -637,6 +641,23 @@ fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             let times: Vec<f64> = of.iter().map(|r| r.train_time.as_secs_f64() * 1e3).collect();
             let budgets: Vec<f64> = of.iter().map(|r| budget_of(r)).collect();
             let met = med <= 5.0 && p90 <= 10.0 && within == of.len();
+            let time_med = median(&times).unwrap_or(f64::NAN);
+            match method {
+                Method::PathQuick => quick = Some((med, time_med)),
+                Method::PathChirp => {
+                    if let Some((quick_error, quick_time)) = quick {
+                        let chirps = of
+                            .iter()
+                            .map(|r| Chirp {
+                                value_mbps: r.value.map(|v| v.as_mbps()),
+                                time_ms: r.train_time.as_secs_f64() * 1e3,
+                                train_ms: r.train_length.as_secs_f64() * 1e3,
+                            })
+                            .collect();
+                        smoothing.push((cross.as_mbps(), truth, quick_error, quick_time, chirps));
+                    }
+                }
+            }
             let _ = writeln!(
                 s,
                 "{:>6.1} {:<10} {:>4} {:>10.2} {:>8.2} {:>7.1} ms {:>7.1} ms {:>5}/{:<3} {:>7}",
@@ -645,7 +666,7 @@ fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
                 of.len(),
                 med,
                 p90,
-                median(&times).unwrap_or(f64::NAN),
+                time_med,
                 median(&budgets).unwrap_or(f64::NAN),
                 within,
                 of.len(),
@@ -661,5 +682,6 @@ fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             );
         }
     }
+    s.push_str(&chirp_smoothing::report(cap, &smoothing));
     s
 }
