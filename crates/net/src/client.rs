@@ -6,7 +6,9 @@
 //! timestamps and estimates — the paper's receiver-side estimation, without the answer packet
 //! (the caller is the receiver).
 
-use crate::timing::{enable_rx_timestamps, realtime_now, recv_timestamped};
+use crate::timing::{
+    enable_rx_timestamps, realtime_now, recv_timestamped, request_receive_buffer, PROBE_RECEIVE_BUFFER,
+};
 use crate::wire::{
     ip_udp_overhead, ipv6_on_the_wire, AddressToken, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN,
 };
@@ -632,6 +634,8 @@ impl ProbeSession {
         let sock = UdpSocket::bind(bind).map_err(ProbeError::Io)?;
         sock.connect(server).map_err(|e| io_err(server, "connection", Duration::ZERO, e))?;
         let kernel_ts_on = enable_rx_timestamps(&sock).is_ok();
+        // Best effort: without it the probes still arrive, and losses are counted per train.
+        let _ = request_receive_buffer(&sock, PROBE_RECEIVE_BUFFER);
         let nonce = random_nonce();
         Ok(ProbeSession {
             server,
@@ -1229,5 +1233,26 @@ impl TrainLink<'_> {
             }
         }
         rx.finish(realtime_now()).ok_or(ProbeError::Timeout { server, waiting_for: "probe train", after: timeout })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_socket_gets_a_receive_buffer_for_a_whole_train_up_to_what_it_may() {
+        let session = ProbeSession::open("127.0.0.1:9".parse().unwrap()).unwrap();
+        let got = crate::timing::receive_buffer(&session.sock).unwrap();
+        // The kernel reports twice the size asked (its bookkeeping). With CAP_NET_ADMIN the
+        // force option passes net.core.rmem_max; without it the size is capped there.
+        let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap().trim().parse().unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let expected = if root { PROBE_RECEIVE_BUFFER } else { PROBE_RECEIVE_BUFFER.min(rmem_max) };
+        assert!(
+            got >= 2 * expected,
+            "SO_RCVBUF {got} B, asked {PROBE_RECEIVE_BUFFER} (rmem_max {rmem_max}, root {root})"
+        );
     }
 }

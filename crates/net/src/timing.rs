@@ -85,14 +85,61 @@ impl SpacingStats {
 
 /// Turns on kernel receive timestamps (`SO_TIMESTAMPNS`) for `sock`.
 pub fn enable_rx_timestamps(sock: &UdpSocket) -> io::Result<()> {
-    let on: libc::c_int = 1;
+    set_int_option(sock, libc::SO_TIMESTAMPNS, 1)
+}
+
+/// The receive buffer a probe client asks for: room for the longest train the server sends
+/// (a 563-packet, 1,500-byte fine train is 845 KB of payload; the kernel also charges each
+/// packet's buffer overhead) with a margin.
+///
+/// The default (`net.core.rmem_default`, 212,992 B here) holds a few dozen 1,500-byte packets.
+/// A 500 Mbit/s train outruns the client's receiving thread while the pacer and the bottleneck
+/// compete for the same cores, and the kernel drops what does not fit (`Udp: RcvbufErrors`):
+/// on the testbed at 500 Mbit/s, 100 of the probe packets lost at idle and 21 at 300 Mbit/s of
+/// cross traffic were exactly that counter's rise (docs/results.md, issue 19 session 9).
+pub const PROBE_RECEIVE_BUFFER: usize = 4 << 20;
+
+/// Asks for a receive buffer of `bytes` on `sock`: `SO_RCVBUFFORCE` (with `CAP_NET_ADMIN`,
+/// beyond `net.core.rmem_max`), else `SO_RCVBUF` (which the kernel caps at `rmem_max`). Returns
+/// the size the kernel reports afterwards (twice the usable size: it counts its bookkeeping).
+pub fn request_receive_buffer(sock: &UdpSocket, bytes: usize) -> io::Result<usize> {
+    let want = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
+    if set_int_option(sock, libc::SO_RCVBUFFORCE, want).is_err() {
+        set_int_option(sock, libc::SO_RCVBUF, want)?;
+    }
+    receive_buffer(sock)
+}
+
+/// The receive buffer the kernel reports for `sock` (`SO_RCVBUF`: twice the usable size).
+pub fn receive_buffer(sock: &UdpSocket) -> io::Result<usize> {
+    let mut got: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt with a valid fd, a pointer to a live c_int and its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &mut got as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(got.max(0) as usize)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `setsockopt(SOL_SOCKET, option, value)` for an integer option.
+fn set_int_option(sock: &UdpSocket, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: setsockopt with a valid fd, a pointer to a live c_int and its exact size.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            &on as *const libc::c_int as *const libc::c_void,
+            option,
+            &value as *const libc::c_int as *const libc::c_void,
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
