@@ -46,7 +46,7 @@ use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
 use headroom_testbed::topology::{Buffer, Shaper};
-use headroom_testbed::traffic::{PoissonCross, GENERATOR_PRIORITY};
+use headroom_testbed::traffic::{CrossReport, CrossSource, CrossTraffic, GENERATOR_PRIORITY};
 use headroom_testbed::{Bottleneck, Testbed, Topology};
 
 #[derive(Args, Debug, Clone)]
@@ -54,6 +54,12 @@ pub struct ProbeBenchArgs {
     /// Cross-traffic levels (Poisson UDP, 1000-byte packets), comma-separated.
     #[arg(long, default_value = "0,3Mbps,6Mbps,9Mbps", value_delimiter = ',')]
     pub levels: Vec<Rate>,
+    /// Where the cross traffic comes from: `generator` (Poisson UDP from host s2 to r2 through
+    /// the bottleneck) or `in-link` (the delay box's virtual Poisson source inside the forward
+    /// link: same queue, no packets on the wire, for rates the generator cannot send beside the
+    /// probe on a small machine; see `headroom_testbed::delaybox`).
+    #[arg(long, default_value = "generator")]
+    pub cross_source: CrossSource,
     /// Single-train estimates per level and method.
     #[arg(long, default_value_t = 15)]
     pub trains: u32,
@@ -157,6 +163,9 @@ pub struct BenchRow {
     pub spacing_error_max: Dur,
     /// The shaper the client reported (rate, burst), with the client's defaults.
     pub shaper: Option<(Rate, Bytes)>,
+    /// What the level's cross traffic did (its source, offered and carried rates), once the
+    /// level is over.
+    pub cross_report: Option<CrossReport>,
 }
 
 /// Header of `--dump`: one line per packet of every train.
@@ -231,7 +240,7 @@ pub fn measure(a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)> {
     let bottleneck = Bottleneck { buffer, shaper, ..Bottleneck::new(Some(a.rate), a.delay) };
     let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
     eprintln!(
-        "testbed {}: {} exact link, {} each way, {}, buffer {}",
+        "testbed {}: {} exact link, {} each way, {}, buffer {}, cross traffic from the {} source",
         tb.prefix(),
         a.rate,
         a.delay,
@@ -240,7 +249,8 @@ pub fn measure(a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)> {
             a.shaper_rate.unwrap_or(a.rate),
             b.0
         )),
-        a.buffer
+        a.buffer,
+        a.cross_source
     );
     let result = bench_on(&tb, a);
     let down = tb.down();
@@ -264,15 +274,20 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)>
     let mut rows = Vec::new();
     let mut dump = String::from(DUMP_HEADER);
     for (k, &cross) in a.levels.iter().enumerate() {
+        let seeds = (1 + k as u64, k as u32);
         let cross_traffic =
-            PoissonCross::start(tb, ("s2", "r2"), CROSS_PORT, cross, CROSS_SIZE, (1 + k as u64, k as u32))?;
+            CrossTraffic::start(tb, a.cross_source, ("s2", "r2"), CROSS_PORT, cross, CROSS_SIZE, seeds)?;
         if cross > Rate::ZERO {
             std::thread::sleep(Duration::from_secs(2));
         }
-        eprintln!("cross traffic {cross}: {} trains per method", a.trains);
+        eprintln!("cross traffic {cross} ({}): {} trains per method", a.cross_source, a.trains);
         let level = run_level(tb, a, server_addr, cross, &mut dump);
-        cross_traffic.stop()?;
-        rows.extend(level?);
+        let report = cross_traffic.stop()?;
+        let mut level = level?;
+        for r in &mut level {
+            r.cross_report = Some(report);
+        }
+        rows.extend(level);
     }
     server.shutdown();
     Ok((rows, dump))
@@ -340,6 +355,7 @@ fn run_level(
                             lost: 0,
                             spacing_error_max: Dur::ZERO,
                             shaper: None,
+                            cross_report: None,
                         });
                     }
                     continue;
@@ -373,6 +389,7 @@ fn run_level(
                     lost: t.estimate.lost,
                     spacing_error_max: t.spacing_error_max,
                     shaper: e.shaper.filter(|_| default).map(|sh| (sh.rate, sh.burst)),
+                    cross_report: None,
                 });
             }
             std::thread::sleep(Duration::from_nanos(a.pause.0));
@@ -468,11 +485,11 @@ fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
 }
 
 pub fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes\n");
+    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes,cross_source,cross_offered_mbps,cross_carried_mbps\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{}",
+            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{},{},{},{}",
             r.cross.as_mbps(),
             r.method.name(),
             r.judge.label(),
@@ -491,7 +508,10 @@ pub fn csv(rows: &[BenchRow]) -> String {
             r.spacing_error_max.as_secs_f64() * 1e6,
             r.ranging_trains,
             r.shaper.map(|x| format!("{:.4}", x.0.as_mbps())).unwrap_or_default(),
-            r.shaper.map(|x| x.1 .0.to_string()).unwrap_or_default()
+            r.shaper.map(|x| x.1 .0.to_string()).unwrap_or_default(),
+            r.cross_report.map(|x| x.source.name()).unwrap_or_default(),
+            r.cross_report.map(|x| format!("{:.4}", x.offered.as_mbps())).unwrap_or_default(),
+            r.cross_report.map(|x| format!("{:.4}", x.carried.as_mbps())).unwrap_or_default()
         );
     }
     s
@@ -507,6 +527,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
         a.rate,
         rtt.as_secs_f64() * 1e3
     );
+    s.push_str(&cross_lines(a, rows));
     let _ = writeln!(s, "every train is judged three times: excursions with pathChirp's decrease factor F = 1.5 (the papers'), with F = {RAMP_DECREASE_FACTOR} (ours), and the queue-growth fit (ours)");
     let _ = writeln!(
         s,
@@ -594,6 +615,35 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             yes(median_better),
             yes(mae_better),
             yes(time_better)
+        );
+    }
+    s
+}
+
+/// Which source the cross traffic came from and, per level, what it offered and carried.
+fn cross_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "cross traffic: Poisson, {CROSS_SIZE}-byte packets, from the {} source ({})",
+        a.cross_source,
+        match a.cross_source {
+            CrossSource::Generator => "UDP from host s2 to r2 through the bottleneck",
+            CrossSource::InLink =>
+                "the delay box's virtual source inside the forward link: its queue and wire, no packets",
+        }
+    );
+    for &cross in a.levels.iter().filter(|l| **l > Rate::ZERO) {
+        let Some(x) = rows.iter().find(|r| r.cross == cross).and_then(|r| r.cross_report) else { continue };
+        let _ = writeln!(
+            s,
+            "  level {:>6.1} Mbit/s: offered {:>8.3} Mbit/s, carried {:>8.3} Mbit/s, {} of {} packets lost, over {:.1} s",
+            cross.as_mbps(),
+            x.offered.as_mbps(),
+            x.carried.as_mbps(),
+            x.lost_packets,
+            x.offered_packets,
+            x.elapsed.as_secs_f64()
         );
     }
     s
