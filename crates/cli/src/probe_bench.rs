@@ -281,7 +281,20 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)>
             std::thread::sleep(Duration::from_secs(2));
         }
         eprintln!("cross traffic {cross} ({}): {} trains per method", a.cross_source, a.trains);
+        let (box0, tun0) = (tb.delaybox_counters().0, tb.tun_drops()?);
         let level = run_level(tb, a, server_addr, cross, &mut dump);
+        let (x, tun) = (tb.delaybox_counters().0.since(&box0), tb.tun_drops()?);
+        // Where the probes' packets were lost, if they were: the link's queue, the box itself
+        // (its delay line full, writes failed), or the TUN device it did not read in time.
+        eprintln!(
+            "  forward link over the level: {} packets in, queue drops {}, the box's own drops {}, TUN drops {}, release lateness mean {:.1} us, p99 < {} us",
+            x.packets_in,
+            x.queue_drops,
+            x.own_drops(),
+            tun.0 - tun0.0,
+            x.mean_lateness().0 as f64 / 1e3,
+            x.lateness_quantile_bound(0.99).0 / 1000
+        );
         let report = cross_traffic.stop()?;
         let mut level = level?;
         for r in &mut level {
