@@ -281,19 +281,21 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)>
             std::thread::sleep(Duration::from_secs(2));
         }
         eprintln!("cross traffic {cross} ({}): {} trains per method", a.cross_source, a.trains);
-        let (box0, tun0) = (tb.delaybox_counters().0, tb.tun_drops()?);
+        let (box0, tun0, rcv0) = (tb.delaybox_counters().0, tb.tun_drops()?, udp_rcvbuf_errors(tb, "r1")?);
         let level = run_level(tb, a, server_addr, cross, &mut dump);
-        let (x, tun) = (tb.delaybox_counters().0.since(&box0), tb.tun_drops()?);
+        let (x, tun, rcv) = (tb.delaybox_counters().0.since(&box0), tb.tun_drops()?, udp_rcvbuf_errors(tb, "r1")?);
         // Where the probes' packets were lost, if they were: the link's queue, the box itself
-        // (its delay line full, writes failed), or the TUN device it did not read in time.
+        // (its delay line full, writes failed), the TUN device it did not read in time, or the
+        // client's socket (its receive buffer full).
         eprintln!(
-            "  forward link over the level: {} packets in, queue drops {}, the box's own drops {}, TUN drops {}, release lateness mean {:.1} us, p99 < {} us",
+            "  forward link over the level: {} packets in, queue drops {}, the box's own drops {}, TUN drops {}, release lateness mean {:.1} us, p99 < {} us; r1's UDP receive-buffer drops {}",
             x.packets_in,
             x.queue_drops,
             x.own_drops(),
             tun.0 - tun0.0,
             x.mean_lateness().0 as f64 / 1e3,
-            x.lateness_quantile_bound(0.99).0 / 1000
+            x.lateness_quantile_bound(0.99).0 / 1000,
+            rcv - rcv0
         );
         let report = cross_traffic.stop()?;
         let mut level = level?;
@@ -304,6 +306,21 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)>
     }
     server.shutdown();
     Ok((rows, dump))
+}
+
+/// `Udp: RcvbufErrors` of `host`'s namespace (`/proc/thread-self/net/snmp`, read from a thread
+/// inside it): datagrams dropped because a socket's receive buffer was full.
+fn udp_rcvbuf_errors(tb: &Testbed, host: &str) -> Result<u64> {
+    tb.run_in(host, || {
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")?;
+        let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:")).map(|l| l.split_whitespace());
+        let (Some(names), Some(values)) = (udp.next(), udp.next()) else { bail!("no Udp lines in /proc/net/snmp") };
+        names
+            .zip(values)
+            .find(|(n, _)| *n == "RcvbufErrors")
+            .and_then(|(_, v)| v.parse().ok())
+            .context("no Udp RcvbufErrors in /proc/net/snmp")
+    })
 }
 
 fn run_level(
