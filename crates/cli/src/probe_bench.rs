@@ -46,7 +46,7 @@ use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
 use headroom_testbed::topology::{Buffer, Shaper};
-use headroom_testbed::traffic::{PoissonCross, GENERATOR_PRIORITY};
+use headroom_testbed::traffic::{CrossReport, CrossSource, CrossTraffic, GENERATOR_PRIORITY};
 use headroom_testbed::{Bottleneck, Testbed, Topology};
 
 use crate::chirp_smoothing::{self, Chirp};
@@ -56,6 +56,12 @@ pub struct ProbeBenchArgs {
     /// Cross-traffic levels (Poisson UDP, 1000-byte packets), comma-separated.
     #[arg(long, default_value = "0,3Mbps,6Mbps,9Mbps", value_delimiter = ',')]
     pub levels: Vec<Rate>,
+    /// Where the cross traffic comes from: `generator` (Poisson UDP from host s2 to r2 through
+    /// the bottleneck) or `in-link` (the delay box's virtual Poisson source inside the forward
+    /// link: same queue, no packets on the wire, for rates the generator cannot send beside the
+    /// probe on a small machine; see `headroom_testbed::delaybox`).
+    #[arg(long, default_value = "generator")]
+    pub cross_source: CrossSource,
     /// Single-train estimates per level and method.
     #[arg(long, default_value_t = 15)]
     pub trains: u32,
@@ -159,6 +165,9 @@ pub struct BenchRow {
     pub spacing_error_max: Dur,
     /// The shaper the client reported (rate, burst), with the client's defaults.
     pub shaper: Option<(Rate, Bytes)>,
+    /// What the level's cross traffic did (its source, offered and carried rates), once the
+    /// level is over.
+    pub cross_report: Option<CrossReport>,
 }
 
 /// Header of `--dump`: one line per packet of every train.
@@ -233,7 +242,7 @@ pub fn measure(a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)> {
     let bottleneck = Bottleneck { buffer, shaper, ..Bottleneck::new(Some(a.rate), a.delay) };
     let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
     eprintln!(
-        "testbed {}: {} exact link, {} each way, {}, buffer {}",
+        "testbed {}: {} exact link, {} each way, {}, buffer {}, cross traffic from the {} source",
         tb.prefix(),
         a.rate,
         a.delay,
@@ -242,7 +251,8 @@ pub fn measure(a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)> {
             a.shaper_rate.unwrap_or(a.rate),
             b.0
         )),
-        a.buffer
+        a.buffer,
+        a.cross_source
     );
     let result = bench_on(&tb, a);
     let down = tb.down();
@@ -266,18 +276,53 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)>
     let mut rows = Vec::new();
     let mut dump = String::from(DUMP_HEADER);
     for (k, &cross) in a.levels.iter().enumerate() {
+        let seeds = (1 + k as u64, k as u32);
         let cross_traffic =
-            PoissonCross::start(tb, ("s2", "r2"), CROSS_PORT, cross, CROSS_SIZE, (1 + k as u64, k as u32))?;
+            CrossTraffic::start(tb, a.cross_source, ("s2", "r2"), CROSS_PORT, cross, CROSS_SIZE, seeds)?;
         if cross > Rate::ZERO {
             std::thread::sleep(Duration::from_secs(2));
         }
-        eprintln!("cross traffic {cross}: {} trains per method", a.trains);
+        eprintln!("cross traffic {cross} ({}): {} trains per method", a.cross_source, a.trains);
+        let (box0, tun0, rcv0) = (tb.delaybox_counters().0, tb.tun_drops()?, udp_rcvbuf_errors(tb, "r1")?);
         let level = run_level(tb, a, server_addr, cross, &mut dump);
-        cross_traffic.stop()?;
-        rows.extend(level?);
+        let (x, tun, rcv) = (tb.delaybox_counters().0.since(&box0), tb.tun_drops()?, udp_rcvbuf_errors(tb, "r1")?);
+        // Where the probes' packets were lost, if they were: the link's queue, the box itself
+        // (its delay line full, writes failed), the TUN device it did not read in time, or the
+        // client's socket (its receive buffer full).
+        eprintln!(
+            "  forward link over the level: {} packets in, queue drops {}, the box's own drops {}, TUN drops {}, release lateness mean {:.1} us, p99 < {} us; r1's UDP receive-buffer drops {}",
+            x.packets_in,
+            x.queue_drops,
+            x.own_drops(),
+            tun.0 - tun0.0,
+            x.mean_lateness().0 as f64 / 1e3,
+            x.lateness_quantile_bound(0.99).0 / 1000,
+            rcv - rcv0
+        );
+        let report = cross_traffic.stop()?;
+        let mut level = level?;
+        for r in &mut level {
+            r.cross_report = Some(report);
+        }
+        rows.extend(level);
     }
     server.shutdown();
     Ok((rows, dump))
+}
+
+/// `Udp: RcvbufErrors` of `host`'s namespace (`/proc/thread-self/net/snmp`, read from a thread
+/// inside it): datagrams dropped because a socket's receive buffer was full.
+fn udp_rcvbuf_errors(tb: &Testbed, host: &str) -> Result<u64> {
+    tb.run_in(host, || {
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")?;
+        let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:")).map(|l| l.split_whitespace());
+        let (Some(names), Some(values)) = (udp.next(), udp.next()) else { bail!("no Udp lines in /proc/net/snmp") };
+        names
+            .zip(values)
+            .find(|(n, _)| *n == "RcvbufErrors")
+            .and_then(|(_, v)| v.parse().ok())
+            .context("no Udp RcvbufErrors in /proc/net/snmp")
+    })
 }
 
 fn run_level(
@@ -342,6 +387,7 @@ fn run_level(
                             lost: 0,
                             spacing_error_max: Dur::ZERO,
                             shaper: None,
+                            cross_report: None,
                         });
                     }
                     continue;
@@ -375,6 +421,7 @@ fn run_level(
                     lost: t.estimate.lost,
                     spacing_error_max: t.spacing_error_max,
                     shaper: e.shaper.filter(|_| default).map(|sh| (sh.rate, sh.burst)),
+                    cross_report: None,
                 });
             }
             std::thread::sleep(Duration::from_nanos(a.pause.0));
@@ -470,11 +517,11 @@ fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
 }
 
 pub fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes\n");
+    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes,cross_source,cross_offered_mbps,cross_carried_mbps\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{}",
+            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{},{},{},{}",
             r.cross.as_mbps(),
             r.method.name(),
             r.judge.label(),
@@ -493,7 +540,10 @@ pub fn csv(rows: &[BenchRow]) -> String {
             r.spacing_error_max.as_secs_f64() * 1e6,
             r.ranging_trains,
             r.shaper.map(|x| format!("{:.4}", x.0.as_mbps())).unwrap_or_default(),
-            r.shaper.map(|x| x.1 .0.to_string()).unwrap_or_default()
+            r.shaper.map(|x| x.1 .0.to_string()).unwrap_or_default(),
+            r.cross_report.map(|x| x.source.name()).unwrap_or_default(),
+            r.cross_report.map(|x| format!("{:.4}", x.offered.as_mbps())).unwrap_or_default(),
+            r.cross_report.map(|x| format!("{:.4}", x.carried.as_mbps())).unwrap_or_default()
         );
     }
     s
@@ -509,6 +559,7 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
         a.rate,
         rtt.as_secs_f64() * 1e3
     );
+    s.push_str(&cross_lines(a, rows));
     let _ = writeln!(s, "every train is judged three times: excursions with pathChirp's decrease factor F = 1.5 (the papers'), with F = {RAMP_DECREASE_FACTOR} (ours), and the queue-growth fit (ours)");
     let _ = writeln!(
         s,
@@ -596,6 +647,35 @@ pub fn summary(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             yes(median_better),
             yes(mae_better),
             yes(time_better)
+        );
+    }
+    s
+}
+
+/// Which source the cross traffic came from and, per level, what it offered and carried.
+fn cross_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "cross traffic: Poisson, {CROSS_SIZE}-byte packets, from the {} source ({})",
+        a.cross_source,
+        match a.cross_source {
+            CrossSource::Generator => "UDP from host s2 to r2 through the bottleneck",
+            CrossSource::InLink =>
+                "the delay box's virtual source inside the forward link: its queue and wire, no packets",
+        }
+    );
+    for &cross in a.levels.iter().filter(|l| **l > Rate::ZERO) {
+        let Some(x) = rows.iter().find(|r| r.cross == cross).and_then(|r| r.cross_report) else { continue };
+        let _ = writeln!(
+            s,
+            "  level {:>6.1} Mbit/s: offered {:>8.3} Mbit/s, carried {:>8.3} Mbit/s, {} of {} packets lost, over {:.1} s",
+            cross.as_mbps(),
+            x.offered.as_mbps(),
+            x.carried.as_mbps(),
+            x.lost_packets,
+            x.offered_packets,
+            x.elapsed.as_secs_f64()
         );
     }
     s

@@ -26,9 +26,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use headroom_core::{Bytes, Dur};
 use serde::{Deserialize, Serialize};
 
-use crate::delaybox::{CounterSnapshot, DelayBox, LineConfig};
+use crate::delaybox::{CounterSnapshot, DelayBox, Direction, LineConfig};
 use crate::sys;
-use crate::topology::{Buffer, Side, Topology};
+use crate::topology::{Bottleneck, Buffer, InLinkCross, Side, Topology};
 
 /// Where runs record what they created.
 pub const STATE_ROOT: &str = "/run/headroom-testbed";
@@ -468,6 +468,8 @@ pub struct Testbed {
     run: Netns,
     left_ns: String,
     right_ns: String,
+    /// The bottleneck it was built with.
+    bottleneck: Bottleneck,
 }
 
 impl std::ops::Deref for Testbed {
@@ -515,7 +517,7 @@ impl Testbed {
         let mut namespaces = vec![left_ns.clone(), right_ns.clone()];
         namespaces.extend(hosts.iter().map(|h| h.netns.clone()));
         let run = Netns::record(prefix, hosts, namespaces, (&left_ns, DELAY_DEV))?;
-        let mut tb = Testbed { run, left_ns, right_ns };
+        let mut tb = Testbed { run, left_ns, right_ns, bottleneck: topo.bottleneck.clone() };
         // On error `tb` is dropped here, which removes what was built.
         tb.build(topo)?;
         Ok(tb)
@@ -604,6 +606,7 @@ impl Testbed {
             realtime: true,
             rate: b.rate,
             buffer: Some(b.buffer),
+            cross: b.cross,
         };
         let rev = LineConfig {
             delay: b.reverse_delay(),
@@ -614,10 +617,29 @@ impl Testbed {
             realtime: true,
             rate: b.reverse_rate,
             buffer: Some(b.buffer),
+            cross: b.reverse_cross,
         };
         let dbox =
             DelayBox::start(&self.run.prefix, left_tun, right_tun, fwd, rev).context("starting the delay box")?;
         self.run.boxes.push(dbox);
+        Ok(())
+    }
+
+    /// From now on, in-link Poisson cross traffic `cross` (or none) in the bottleneck's
+    /// direction `dir` ([`crate::delaybox`], "In-link cross traffic"), checked as a topology's
+    /// `cross` is ([`crate::topology::InLinkCross::check`]). The delay box's counters
+    /// (`cross_sent`, `cross_bytes`, `cross_drops`) count what it carried.
+    pub fn set_link_cross(&self, dir: Direction, cross: Option<InLinkCross>) -> Result<()> {
+        let (rate, what) = match dir {
+            Direction::Forward => (self.bottleneck.rate, "cross"),
+            Direction::Reverse => (self.bottleneck.reverse_rate, "reverse_cross"),
+        };
+        if let Some(c) = &cross {
+            c.check(what, rate, self.bottleneck.buffer)?;
+        }
+        if !self.boxes.first().context("no delay box")?.set_cross(dir, cross) {
+            bail!("the delay box did not take the new cross traffic within a second (stopped?)");
+        }
         Ok(())
     }
 

@@ -74,6 +74,9 @@ impl ChainSpec {
                 self.segments.len()
             );
         }
+        for (i, seg) in self.segments.iter().enumerate() {
+            seg.validate().with_context(|| format!("[[segment]] {}", i + 1))?;
+        }
         let mut seen = std::collections::HashSet::new();
         for n in &self.nodes {
             check_host_name(n)?;
@@ -275,7 +278,7 @@ impl Chain {
             bed::set_fifo(down_ns, &dev, Buffer::Packets(bed::TUN_TXQUEUELEN))?;
             // Each segment and direction draws its own loss pattern from the segment's seed.
             let seed = seg.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let line = |delay, loss, seed, rate| LineConfig {
+            let line = |delay, loss, seed, rate, cross| LineConfig {
                 delay,
                 loss,
                 seed,
@@ -284,9 +287,10 @@ impl Chain {
                 realtime: true,
                 rate,
                 buffer: Some(seg.buffer),
+                cross,
             };
-            let fwd = line(seg.delay, seg.loss, seed, seg.rate);
-            let rev = line(seg.reverse_delay(), seg.reverse_loss, seed ^ 0x5eed, seg.reverse_rate);
+            let fwd = line(seg.delay, seg.loss, seed, seg.rate, seg.cross);
+            let rev = line(seg.reverse_delay(), seg.reverse_loss, seed ^ 0x5eed, seg.reverse_rate, seg.reverse_cross);
             let name = format!("{}{i}", self.run.prefix());
             self.run.boxes.push(
                 DelayBox::start(&name, up, down, fwd, rev)

@@ -32,6 +32,30 @@
 //! tbf on the left router's `dbox`, in front of the link. The TUN txqueuelen is raised to 10 000 because a TUN
 //! device drops (not queues) when its ring of `txqueuelen` packets is full.
 //!
+//! **In-link cross traffic.** A link can carry a virtual Poisson source (`cross = { rate,
+//! packet }` of [`crate::topology::InLinkCross`], per direction, changeable while the box runs
+//! with [`DelayBox::set_cross`]): packets of `packet` IP bytes whose arrival times at the link are
+//! a Poisson process of mean rate `rate` (exponential gaps of mean `8·packet/rate`, drawn with
+//! [`Rng::exponential`] from their own generator and seed, so a seed gives the same schedule).
+//! They enter the drop-tail queue exactly as real packets do (they count toward the buffer in
+//! packets or bytes, and are dropped on arrival when it is full), are serialised at the link's
+//! rate (so real packets behind them wait), and are discarded at the link's output instead of
+//! being written to the far TUN device. They are processed lazily: before a real packet is
+//! admitted, every virtual arrival up to its arrival time is admitted first, in time order, and
+//! the loop catches up to the clock between reads; so the source costs a few arithmetic
+//! operations per virtual packet and puts nothing on the wire, where a user-space generator
+//! between testbed hosts (`traffic::PoissonCross`) cannot send hundreds of Mbit/s of Poisson
+//! traffic beside a probe and the box on a 2-core machine. What it models: one-hop persistent
+//! cross traffic that enters the path at the bottleneck and leaves right after it, the
+//! topology of the PathQuick paper's testbed (Fig. 8: the cross traffic shares only the
+//! bottleneck) and of pathChirp's experiments (Ribeiro et al. 2003, §4: cross traffic
+//! enters and leaves at the bottleneck link's ends). What it does not model: anything the cross
+//! traffic meets before the bottleneck (its own sender's pacing errors, its kernel and TUN
+//! path and the box's read batching, which make a real generator's arrivals burstier than
+//! Poisson), nor any effect of the cross traffic on the reverse direction (no ACKs). The
+//! virtual packets are counted apart (`cross_sent`, `cross_bytes`, `cross_drops`), never in
+//! `packets_in`, `queue_drops` or `idle_starts`.
+//!
 //! Choices mahimahi leaves open and this box makes: loss is applied on arrival (a lost packet
 //! never occupies the delay line); the box's own queue holds at most `MAX_HELD` packets (more
 //! would mean a delay-bandwidth product over 1.5 GB) and counts `overflow` drops beyond it; the
@@ -43,14 +67,14 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use headroom_core::rng::Rng;
 use headroom_core::{Dur, Rate};
 
 use crate::sys;
-use crate::topology::Buffer;
+use crate::topology::{Buffer, InLinkCross};
 
 /// SCHED_FIFO priority of the delay lines (low among real-time priorities: above every normal
 /// process, below kernel threads that use RT priorities).
@@ -63,6 +87,9 @@ pub const MAX_HELD: usize = 1 << 20;
 const IDLE_NS: u64 = 20_000_000;
 /// Packets read in a row before releasing due packets again.
 const READ_BATCH: usize = 64;
+/// Sub-stream of the line's seed that seeds in-link cross traffic given without a seed (plus
+/// the source's version, so every new source draws a new schedule).
+const CROSS_STREAM: u64 = 0xc055_0000;
 
 /// One direction's configuration.
 #[derive(Clone, Debug, Default)]
@@ -81,6 +108,8 @@ pub struct LineConfig {
     pub rate: Option<Rate>,
     /// The link's drop-tail queue (used only with a `rate`).
     pub buffer: Option<Buffer>,
+    /// In-link Poisson cross traffic from the start (used only with a `rate`; module doc).
+    pub cross: Option<InLinkCross>,
 }
 
 /// Number of lateness histogram buckets: bucket `i` counts releases late by `[2^(i-1), 2^i)` µs
@@ -111,6 +140,11 @@ pub struct Counters {
     pub late_sum_ns: AtomicU64,
     pub late_max_ns: AtomicU64,
     pub late_hist: [AtomicU64; LATE_BUCKETS],
+    /// In-link cross traffic (module doc): virtual packets the link accepted and serialised,
+    /// their IP bytes, and those its full queue dropped on arrival.
+    pub cross_sent: AtomicU64,
+    pub cross_bytes: AtomicU64,
+    pub cross_drops: AtomicU64,
 }
 
 /// A copy of [`Counters`] at one instant.
@@ -130,6 +164,9 @@ pub struct CounterSnapshot {
     pub late_sum_ns: u64,
     pub late_max_ns: u64,
     pub late_hist: [u64; LATE_BUCKETS],
+    pub cross_sent: u64,
+    pub cross_bytes: u64,
+    pub cross_drops: u64,
 }
 
 impl Counters {
@@ -153,6 +190,9 @@ impl Counters {
             late_sum_ns: self.late_sum_ns.load(Ordering::Relaxed),
             late_max_ns: self.late_max_ns.load(Ordering::Relaxed),
             late_hist,
+            cross_sent: self.cross_sent.load(Ordering::Relaxed),
+            cross_bytes: self.cross_bytes.load(Ordering::Relaxed),
+            cross_drops: self.cross_drops.load(Ordering::Relaxed),
         }
     }
 }
@@ -180,6 +220,9 @@ impl CounterSnapshot {
             late_sum_ns: self.late_sum_ns - earlier.late_sum_ns,
             late_max_ns: self.late_max_ns,
             late_hist,
+            cross_sent: self.cross_sent - earlier.cross_sent,
+            cross_bytes: self.cross_bytes - earlier.cross_bytes,
+            cross_drops: self.cross_drops - earlier.cross_drops,
         }
     }
     /// Drops of the box itself (not the configured loss).
@@ -230,8 +273,41 @@ impl Ord for Held {
     }
 }
 
+/// In-link cross traffic's counts (module doc): virtual packets accepted and serialised, their
+/// IP bytes, and virtual packets the full queue dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CrossCounts {
+    pub sent: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+}
+
+/// The virtual Poisson source of a link (module doc, "In-link cross traffic").
+#[derive(Clone, Debug)]
+struct VirtualSource {
+    /// Mean gap between arrivals, ns: `8·packet/rate`.
+    mean_gap_ns: f64,
+    size: u64,
+    rng: Rng,
+    /// The next arrival (ns), and the fraction of a nanosecond the schedule carries beyond it
+    /// (so rounding to whole nanoseconds does not bias the rate).
+    next: u64,
+    frac: f64,
+}
+
+impl VirtualSource {
+    /// Draws the next gap.
+    fn step(&mut self) {
+        let gap = self.rng.exponential(self.mean_gap_ns) + self.frac;
+        let whole = gap.floor();
+        self.frac = gap - whole;
+        self.next += whole as u64;
+    }
+}
+
 /// The exact link of one direction: fed arrival times and sizes, it answers each packet's
-/// departure (end of serialisation) or a drop (module doc, step 1). Pure bookkeeping, no clock.
+/// departure (end of serialisation) or a drop (module doc, step 1), with the in-link cross
+/// traffic's virtual packets in the same queue. Pure bookkeeping, no clock.
 #[derive(Debug)]
 pub struct Link {
     bps: u64,
@@ -243,8 +319,10 @@ pub struct Link {
     /// Serialisation start and size of the accepted packets that have not started yet.
     waiting: VecDeque<(u64, u64)>,
     waiting_bytes: u64,
-    /// Accepted packets that found the link idle.
+    /// Accepted real packets that found the link idle.
     idle_starts: u64,
+    cross: Option<VirtualSource>,
+    cross_counts: CrossCounts,
 }
 
 impl Link {
@@ -257,11 +335,54 @@ impl Link {
             waiting: VecDeque::new(),
             waiting_bytes: 0,
             idle_starts: 0,
+            cross: None,
+            cross_counts: CrossCounts::default(),
         }
     }
 
+    /// From `now` on, in-link cross traffic `cross` (or none) with seed `cross.seed`, or
+    /// `default_seed` when it has none. The virtual arrivals of the previous source up to `now`
+    /// are admitted first; the new source's first arrival is an exponential gap after `now`.
+    pub fn set_cross(&mut self, cross: Option<InLinkCross>, default_seed: u64, now: u64) {
+        self.catch_up(now);
+        self.cross = cross.filter(|c| c.rate.bps() > 0).map(|c| {
+            let mut v = VirtualSource {
+                mean_gap_ns: (c.packet.0 * 8) as f64 * 1e9 / c.rate.bps() as f64,
+                size: c.packet.0,
+                rng: Rng::new(c.seed.unwrap_or(default_seed)),
+                next: now,
+                frac: 0.0,
+            };
+            v.step();
+            v
+        });
+    }
+
+    /// Admits every virtual arrival up to `t` (module doc), then forgets the packets whose
+    /// serialisation has started by `t`. Call with non-decreasing times.
+    pub fn catch_up(&mut self, t: u64) {
+        while let Some(next) = self.cross.as_ref().map(|v| v.next).filter(|&n| n <= t) {
+            let Some(v) = self.cross.as_mut() else { break };
+            let size = v.size;
+            v.step();
+            match self.enqueue(next, size) {
+                Some(_) => {
+                    self.cross_counts.sent += 1;
+                    self.cross_counts.bytes += size;
+                }
+                None => self.cross_counts.dropped += 1,
+            }
+        }
+        self.advance(t);
+    }
+
+    /// In-link cross traffic so far (as of the last [`Link::catch_up`] or [`Link::admit`]).
+    pub fn cross_counts(&self) -> CrossCounts {
+        self.cross_counts
+    }
+
     /// Forgets the packets whose serialisation has started by `now`.
-    pub fn advance(&mut self, now: u64) {
+    fn advance(&mut self, now: u64) {
         while let Some(&(start, size)) = self.waiting.front() {
             if start > now {
                 break;
@@ -271,21 +392,31 @@ impl Link {
         }
     }
 
-    /// Accepted packets that found the link idle (their serialisation started on arrival).
+    /// Accepted real packets that found the link idle (their serialisation started on arrival).
     pub fn idle_starts(&self) -> u64 {
         self.idle_starts
     }
 
-    /// Packets and bytes waiting for the link (as of the last [`Link::advance`]).
+    /// Packets and bytes waiting for the link, virtual ones included (as of the last
+    /// [`Link::catch_up`] or [`Link::admit`]).
     pub fn backlog(&self) -> (u64, u64) {
         (self.waiting.len() as u64, self.waiting_bytes)
     }
 
-    /// A packet of `size` IP bytes arrives at `t_arr` (ns): its departure time, or `None` when
-    /// the drop-tail queue is full.
+    /// A real packet of `size` IP bytes arrives at `t_arr` (ns): its departure time, or `None`
+    /// when the drop-tail queue is full. The virtual arrivals up to `t_arr` come first.
     pub fn admit(&mut self, t_arr: u64, size: usize) -> Option<u64> {
+        self.catch_up(t_arr);
+        let idle = self.free_at <= t_arr;
+        let dep = self.enqueue(t_arr, size as u64)?;
+        self.idle_starts += idle as u64;
+        Some(dep)
+    }
+
+    /// Any packet, real or virtual, arriving at `t_arr` after [`Link::advance`]`(t_arr)`: the
+    /// end of its serialisation, or `None` when the buffer is full.
+    fn enqueue(&mut self, t_arr: u64, size: u64) -> Option<u64> {
         self.advance(t_arr);
-        let size = size as u64;
         let full = match self.buffer {
             Buffer::Packets(n) => self.waiting.len() as u64 >= n as u64,
             Buffer::Bytes(b) => self.waiting_bytes + size > b.0,
@@ -297,7 +428,6 @@ impl Link {
             self.free_at
         } else {
             self.carry = 0;
-            self.idle_starts += 1;
             t_arr
         };
         let bit_ns = size * 8 * 1_000_000_000 + self.carry;
@@ -310,6 +440,26 @@ impl Link {
         Some(self.free_at)
     }
 }
+
+/// One direction of the box.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Left to right (toward the last node of a chain).
+    Forward,
+    Reverse,
+}
+
+/// A line's in-link cross traffic, changeable while it runs: the line thread checks `version`
+/// once per loop, takes `cross` when it changed, and then sets `applied` to that version.
+#[derive(Debug, Default)]
+struct CrossControl {
+    version: AtomicU64,
+    applied: AtomicU64,
+    cross: Mutex<Option<InLinkCross>>,
+}
+
+/// How long [`DelayBox::set_cross`] waits at most for the line to take a new source.
+const CROSS_SWITCH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn ipv4_addrs(p: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr)> {
     if p.len() >= 20 && p[0] >> 4 == 4 {
@@ -327,6 +477,7 @@ pub struct DelayBox {
     pub forward: Arc<Counters>,
     /// Right to left.
     pub reverse: Arc<Counters>,
+    cross: [Arc<CrossControl>; 2],
 }
 
 impl DelayBox {
@@ -344,17 +495,48 @@ impl DelayBox {
         let right = Arc::new(right);
         let fc = Arc::new(Counters::default());
         let rc = Arc::new(Counters::default());
+        let control = |cfg: &LineConfig| {
+            Arc::new(CrossControl {
+                version: AtomicU64::new(1),
+                applied: AtomicU64::new(0),
+                cross: Mutex::new(cfg.cross),
+            })
+        };
+        let cross = [control(&forward), control(&reverse)];
         let mut threads = Vec::new();
-        for (dir, input, output, cfg, counters) in
-            [("f", left.clone(), right.clone(), forward, fc.clone()), ("r", right, left, reverse, rc.clone())]
-        {
+        for (dir, input, output, cfg, counters, ctl) in [
+            ("f", left.clone(), right.clone(), forward, fc.clone(), cross[0].clone()),
+            ("r", right, left, reverse, rc.clone(), cross[1].clone()),
+        ] {
             let stop = stop.clone();
             let t = std::thread::Builder::new()
                 .name(format!("{name}dly{dir}"))
-                .spawn(move || run_line(&input, &output, cfg, &counters, &stop))?;
+                .spawn(move || run_line(&input, &output, cfg, &counters, &ctl, &stop))?;
             threads.push(t);
         }
-        Ok(DelayBox { stop, threads, forward: fc, reverse: rc })
+        Ok(DelayBox { stop, threads, forward: fc, reverse: rc, cross })
+    }
+
+    /// From now on, in-link cross traffic `cross` (or none) in direction `dir` (module doc; a
+    /// line without a rate ignores it, [`crate::topology::InLinkCross::check`] refuses that).
+    /// The line takes it at its next loop (within a few microseconds while it forwards packets,
+    /// at most [`IDLE_NS`] when idle), and this waits for that, so that the counters read after
+    /// it returns count the old source's packets up to the switch and none of the new one's
+    /// before it. `false` when the line did not take it within [`CROSS_SWITCH_WAIT`] (stopped).
+    pub fn set_cross(&self, dir: Direction, cross: Option<InLinkCross>) -> bool {
+        let ctl = &self.cross[(dir == Direction::Reverse) as usize];
+        if let Ok(mut c) = ctl.cross.lock() {
+            *c = cross;
+        }
+        let version = ctl.version.fetch_add(1, Ordering::AcqRel) + 1;
+        let asked = std::time::Instant::now();
+        while ctl.applied.load(Ordering::Acquire) < version {
+            if asked.elapsed() > CROSS_SWITCH_WAIT || self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
     }
 
     /// Stops both directions and waits for them (drops the TUN devices with the last fd).
@@ -372,7 +554,14 @@ impl Drop for DelayBox {
     }
 }
 
-fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, stop: &AtomicBool) {
+fn store_cross_counts(l: &Link, c: &Counters) {
+    let x = l.cross_counts();
+    c.cross_sent.store(x.sent, Ordering::Relaxed);
+    c.cross_bytes.store(x.bytes, Ordering::Relaxed);
+    c.cross_drops.store(x.dropped, Ordering::Relaxed);
+}
+
+fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, ctl: &CrossControl, stop: &AtomicBool) {
     sys::precise_timers();
     if cfg.realtime {
         sys::set_realtime(REALTIME_PRIORITY);
@@ -386,7 +575,19 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, st
     let mut scratch = vec![0u8; 65_536];
     let mut seq = 0u64;
     let mut link = cfg.rate.map(|r| Link::new(r, cfg.buffer.unwrap_or(Buffer::Packets(1000))));
+    let mut cross_version = 0;
     while !stop.load(Ordering::Relaxed) {
+        // 0. a new in-link cross-traffic source; each one draws its own stream, unless seeded
+        let version = ctl.version.load(Ordering::Acquire);
+        if version != cross_version {
+            cross_version = version;
+            let cross = ctl.cross.lock().map(|c| *c).unwrap_or(None);
+            if let Some(l) = link.as_mut() {
+                l.set_cross(cross, Rng::new(cfg.seed).fork(CROSS_STREAM + version).next_u64(), sys::now_ns());
+                store_cross_counts(l, c);
+            }
+            ctl.applied.store(version, Ordering::Release);
+        }
         // 1. take in what has arrived
         for _ in 0..READ_BATCH {
             let n = match sys::read_fd(inp, &mut scratch) {
@@ -433,10 +634,11 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, st
         // 2. release what is due
         let mut now = sys::now_ns();
         if let Some(l) = link.as_mut() {
-            l.advance(now);
+            l.catch_up(now);
             let (pkts, bytes) = l.backlog();
             c.backlog_pkts.store(pkts, Ordering::Relaxed);
             c.backlog_bytes.store(bytes, Ordering::Relaxed);
+            store_cross_counts(l, c);
         }
         while heap.peek().is_some_and(|h| h.release <= now) {
             let Some(h) = heap.pop() else { break };
@@ -512,6 +714,112 @@ mod tests {
         let mut b = Link::new(Rate::from_mbps(8), Buffer::Bytes(headroom_core::Bytes(2500)));
         let got: Vec<bool> = [1000, 1000, 1000, 500, 100].iter().map(|&n| b.admit(0, n).is_some()).collect();
         assert_eq!(got, vec![true, true, true, true, false], "waiting bytes 1000+1000+500 = 2500 fill it");
+    }
+
+    /// `rate` Mbit/s of 1000-byte in-link cross traffic with `seed`.
+    fn cross(mbps: u64, seed: u64) -> Option<InLinkCross> {
+        Some(InLinkCross { rate: Rate::from_mbps(mbps), packet: headroom_core::Bytes(1000), seed: Some(seed) })
+    }
+
+    /// Real packets of `size` bytes at Poisson times (mean gap `mean_gap_ns`, their own seed)
+    /// through `link` until `end` ns: per packet, its arrival and departure (`None`: dropped),
+    /// and the backlog after it.
+    fn probe(link: &mut Link, size: usize, mean_gap_ns: f64, end: u64) -> Vec<(u64, Option<u64>, (u64, u64))> {
+        let mut rng = Rng::new(99);
+        let mut t = 0.0;
+        let mut out = Vec::new();
+        loop {
+            t += rng.exponential(mean_gap_ns);
+            if t as u64 > end {
+                return out;
+            }
+            let dep = link.admit(t as u64, size);
+            out.push((t as u64, dep, link.backlog()));
+        }
+    }
+
+    #[test]
+    fn in_link_cross_traffic_keeps_the_link_busy_rate_over_c_and_delays_real_packets_as_m_d_1() {
+        // 5 Mbit/s of 1000-byte Poisson arrivals into a 10 Mbit/s link: utilisation ρ = 0.5,
+        // service S = 800 µs. Sparse 40-byte real packets at Poisson times see the time
+        // averages (PASTA): the link idle with probability 1 − ρ, and a mean wait of the
+        // Pollaczek–Khinchine formula for M/D/1, W = ρ·S / (2(1 − ρ)) = 400 µs. Regular (CBR)
+        // arrivals at the same rate would never queue (W = 0).
+        let c = 10_000_000.0;
+        let mut l = Link::new(Rate::from_mbps(10), Buffer::Packets(1000));
+        l.set_cross(cross(5, 1), 0, 0);
+        let end = 200_000_000_000; // 200 s
+        let probes = probe(&mut l, 40, 10e6, end);
+        l.catch_up(end);
+        let x = l.cross_counts();
+        let offered = (x.sent + x.dropped) as f64 * 8000.0 / (end as f64 / 1e9);
+        let busy = x.bytes as f64 * 8.0 / c / (end as f64 / 1e9);
+        let idle = probes.iter().filter(|(t, d, _)| d.is_some_and(|d| d - t <= 32_000)).count() as f64;
+        let idle = idle / probes.len() as f64;
+        let waits: Vec<f64> = probes.iter().map(|(t, d, _)| (d.unwrap() - t - 32_000) as f64).collect();
+        let w = waits.iter().sum::<f64>() / waits.len() as f64;
+        println!(
+            "offered {offered:.0} bit/s, busy {busy:.4}, probes {} found it idle {idle:.4}, mean wait {w:.0} ns",
+            probes.len()
+        );
+        assert_eq!(x.dropped, 0, "a 1000-packet buffer at ρ = 0.5 never fills");
+        assert!((offered / 5e6 - 1.0).abs() < 0.02, "offered {offered:.0} bit/s for 5 Mbit/s");
+        assert!((busy - 0.5).abs() < 0.01, "busy fraction {busy:.4} for ρ = 0.5");
+        assert!((idle - 0.5).abs() < 0.02, "probes found the link idle {idle:.4} of the time");
+        assert!((w / 400_000.0 - 1.0).abs() < 0.06, "mean wait {w:.0} ns, M/D/1: 400 000 ns");
+    }
+
+    #[test]
+    fn a_full_queue_drops_virtual_and_real_packets_alike() {
+        // 15 Mbit/s of cross traffic into 10 Mbit/s: the queue is mostly full; Poisson real
+        // packets (0.8 Mbit/s) and the virtual ones meet the same full queue as often (PASTA),
+        // in a packet buffer and in a byte buffer alike, and the queue never holds more
+        for buffer in [Buffer::Packets(20), Buffer::Bytes(headroom_core::Bytes(20_000))] {
+            let mut l = Link::new(Rate::from_mbps(10), buffer);
+            l.set_cross(cross(15, 2), 0, 0);
+            let end = 100_000_000_000;
+            let probes = probe(&mut l, 1000, 10e6, end);
+            l.catch_up(end);
+            let x = l.cross_counts();
+            let virt = x.dropped as f64 / (x.sent + x.dropped) as f64;
+            let real = probes.iter().filter(|p| p.1.is_none()).count() as f64 / probes.len() as f64;
+            let most = probes.iter().map(|p| p.2).max().unwrap();
+            println!(
+                "{buffer:?}: virtual drop fraction {virt:.4}, real {real:.4} of {}, largest backlog {most:?}",
+                probes.len()
+            );
+            assert!(virt > 0.25, "virtual drop fraction {virt:.4}");
+            assert!((virt - real).abs() < 0.03, "virtual {virt:.4} and real {real:.4} drop fractions differ");
+            assert!(most.0 <= 20 && most.1 <= 20_000, "backlog {most:?} beyond the buffer");
+            // the link never idles: it carried its rate (real and virtual bytes), within a packet
+            let real_bytes = probes.iter().filter(|p| p.1.is_some()).count() as u64 * 1000;
+            let carried = (x.bytes + real_bytes) as f64 * 8.0 / 100.0;
+            assert!((carried / 1e7 - 1.0).abs() < 0.001, "carried {carried:.0} bit/s");
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_schedule_and_none_stops_it() {
+        let run = |seed: u64| {
+            let mut l = Link::new(Rate::from_mbps(10), Buffer::Packets(50));
+            l.set_cross(cross(8, seed), 0, 1_000);
+            let deps: Vec<Option<u64>> = (1..=2_000u64).map(|k| l.admit(k * 1_000_000, 500)).collect();
+            (deps, l.cross_counts())
+        };
+        let (a, b, c) = (run(3), run(3), run(4));
+        assert_eq!(a, b, "same seed, same departures and counts");
+        assert_ne!(a.0, c.0, "another seed, another schedule");
+        assert!(a.1.sent > 1_500, "2 s at 8 Mbit/s of 1000 B: about 2000 virtual packets, got {:?}", a.1);
+        // without a seed the line's default seed is used; `None` stops the source
+        let mut l = Link::new(Rate::from_mbps(10), Buffer::Packets(50));
+        l.set_cross(Some(InLinkCross::new(Rate::from_mbps(8), headroom_core::Bytes(1000))), 7, 0);
+        l.catch_up(1_000_000_000);
+        let before = l.cross_counts();
+        l.set_cross(None, 7, 1_000_000_000);
+        l.catch_up(2_000_000_000);
+        assert!(before.sent > 800);
+        assert_eq!(l.cross_counts(), before, "no virtual packet after the source stopped");
+        assert_eq!(l.admit(3_000_000_000, 1000), Some(3_000_000_000 + 800_000), "an idle link again");
     }
 
     #[test]

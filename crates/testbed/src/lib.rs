@@ -126,8 +126,8 @@ pub fn skip_verdict(unsupported: Option<String>, ci: Option<&str>) -> SkipVerdic
 
 pub use bed::{down_all, down_stale, find_host, list_runs, unsupported_reason, Host, QueueStats, RunState, Testbed};
 pub use chain::{Chain, ChainScenario, ChainSpec};
-pub use delaybox::CounterSnapshot;
-pub use topology::{Bottleneck, Buffer, FlowKind, HostSpec, Scenario, Shaper, Side, Topology};
+pub use delaybox::{CounterSnapshot, Direction};
+pub use topology::{Bottleneck, Buffer, FlowKind, HostSpec, InLinkCross, Scenario, Shaper, Side, Topology};
 
 #[cfg(test)]
 mod tests {

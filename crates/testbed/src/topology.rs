@@ -82,6 +82,73 @@ impl Shaper {
     }
 }
 
+/// Poisson cross traffic *inside* a link (`cross = { rate = "300Mbps", packet = "1000B" }`): the
+/// delay box's virtual source ([`crate::delaybox`], "In-link cross traffic"). Packets of `packet`
+/// IP bytes arrive at the link's drop-tail queue with exponential gaps of mean `8·packet/rate`,
+/// take places in its buffer and time on its wire like real packets, and are discarded at the
+/// link's output: one-hop persistent cross traffic, entering at the bottleneck and leaving after
+/// it, with nothing on the wire and no generator to keep up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InLinkCross {
+    /// Mean rate, in IP bits (below the link's rate).
+    #[serde(deserialize_with = "positive")]
+    pub rate: Rate,
+    /// IP bytes of every cross packet; default [`InLinkCross::DEFAULT_PACKET`].
+    #[serde(default = "default_cross_packet")]
+    pub packet: Bytes,
+    /// Seed of the arrival times; default: derived from the link's `seed`.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+fn default_cross_packet() -> Bytes {
+    InLinkCross::DEFAULT_PACKET
+}
+
+impl InLinkCross {
+    /// 1000 IP bytes, the cross-traffic packets of the PathQuick and pathChirp papers' experiments
+    /// and of `headroom probe-bench`'s generator.
+    pub const DEFAULT_PACKET: Bytes = Bytes(1000);
+    /// Smallest and largest `packet`: an IPv4 header plus a UDP header, and the largest IP packet.
+    pub const PACKETS: std::ops::RangeInclusive<u64> = 28..=65_535;
+
+    /// `rate` of `packet`-byte packets, seed derived from the link's.
+    pub fn new(rate: Rate, packet: Bytes) -> InLinkCross {
+        InLinkCross { rate, packet, seed: None }
+    }
+
+    /// Checks it against the link it is in (`link`: its rate; `buffer`: its queue); `what` names
+    /// the key in the error.
+    pub fn check(&self, what: &str, link: Option<Rate>, buffer: Buffer) -> Result<()> {
+        let Some(link) = link else {
+            bail!("{what}: in-link cross traffic needs a link rate (set the rate of that direction)");
+        };
+        if self.rate == Rate::ZERO {
+            bail!("{what}: rate must be positive (leave `{what}` out for no cross traffic)");
+        }
+        if self.rate >= link {
+            bail!(
+                "{what}: rate {} must be below the link's rate {link} (the queue would grow without bound)",
+                self.rate
+            );
+        }
+        if !Self::PACKETS.contains(&self.packet.0) {
+            bail!("{what}: packet {} B; use {}..={} bytes", self.packet.0, Self::PACKETS.start(), Self::PACKETS.end());
+        }
+        if let Buffer::Bytes(b) = buffer {
+            if self.packet.0 > b.0 {
+                bail!(
+                    "{what}: packet {} B is larger than the {} B buffer: every one would be dropped",
+                    self.packet.0,
+                    b.0
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The bottleneck link between the two routers.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -115,6 +182,13 @@ pub struct Bottleneck {
     /// Seed of the loss generator (runs with the same seed drop the same packet indices).
     #[serde(default)]
     pub seed: u64,
+    /// Poisson cross traffic inside the forward link (`cross = { rate = "5Mbps" }`,
+    /// [`InLinkCross`]); needs `rate`.
+    #[serde(default)]
+    pub cross: Option<InLinkCross>,
+    /// Poisson cross traffic inside the reverse link; needs `reverse_rate`.
+    #[serde(default)]
+    pub reverse_cross: Option<InLinkCross>,
 }
 
 impl Default for Bottleneck {
@@ -129,6 +203,8 @@ impl Default for Bottleneck {
             loss: 0.0,
             reverse_loss: 0.0,
             seed: 0,
+            cross: None,
+            reverse_cross: None,
         }
     }
 }
@@ -140,6 +216,17 @@ impl Bottleneck {
     }
     pub fn reverse_delay(&self) -> Dur {
         self.reverse_delay.unwrap_or(self.delay)
+    }
+
+    /// Checks the values serde cannot check alone (the in-link cross traffic against its link).
+    pub fn validate(&self) -> Result<()> {
+        if let Some(c) = &self.cross {
+            c.check("cross", self.rate, self.buffer)?;
+        }
+        if let Some(c) = &self.reverse_cross {
+            c.check("reverse_cross", self.reverse_rate, self.buffer)?;
+        }
+        Ok(())
     }
 }
 
@@ -206,6 +293,7 @@ impl Topology {
 
     /// Checks names and counts; `Testbed::up` calls this.
     pub fn validate(&self) -> Result<()> {
+        self.bottleneck.validate().context("[bottleneck]")?;
         if self.hosts.is_empty() {
             bail!("the topology has no hosts (add [[host]] entries)");
         }
@@ -559,6 +647,37 @@ rate = "10Mbps"
             Scenario::parse(&GOOD.replace("buffer = \"100pkts\"", "burst = \"4KB\""), "x").unwrap_err()
         );
         assert!(e.contains("burst"), "the old tbf key is refused by name: {e}");
+    }
+
+    #[test]
+    fn in_link_cross_traffic_is_a_typed_key_checked_against_its_link() {
+        let with = |line: &str| {
+            Scenario::parse(&GOOD.replace("buffer = \"100pkts\"", &format!("buffer = \"100pkts\"\n{line}")), "x")
+        };
+        let s = with("cross = { rate = \"20Mbps\" }").unwrap();
+        assert_eq!(s.bottleneck.cross, Some(InLinkCross::new(Rate::from_mbps(20), Bytes(1000))));
+        assert_eq!(s.bottleneck.reverse_cross, None);
+        let s = with("cross = { rate = \"20Mbps\", packet = \"1500B\", seed = 9 }").unwrap();
+        assert_eq!(s.bottleneck.cross.map(|c| (c.packet, c.seed)), Some((Bytes(1500), Some(9))));
+        for (line, needle) in [
+            ("cross = { rate = \"50Mbps\" }", "must be below the link's rate"),
+            ("cross = { rate = \"0Mbps\" }", "must be positive"),
+            ("cross = { rate = \"5Mbps\", packet = 10 }", "packet 10 B"),
+            ("cross = { rate = \"5Mbps\", size = 1000 }", "unknown field `size`"),
+            ("reverse_cross = { rate = \"5Mbps\" }", "reverse_cross: in-link cross traffic needs a link rate"),
+        ] {
+            let e = format!("{:#}", with(line).unwrap_err());
+            assert!(e.contains(needle), "{line}: {e}");
+        }
+        let e = format!(
+            "{:#}",
+            Scenario::parse(
+                &GOOD.replace("buffer = \"100pkts\"", "buffer = \"2KB\"\ncross = { rate = \"5Mbps\", packet = 3000 }"),
+                "x"
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("larger than the 2000 B buffer"), "{e}");
     }
 
     #[test]

@@ -575,7 +575,8 @@ pub fn web_client(
 /// sending `size`-byte datagrams at `rate` (real-time priority). The benchmarks' cross traffic.
 pub struct PoissonCross {
     stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<Result<()>>>,
+    receiver: Option<std::thread::JoinHandle<Result<UdpRecvReport>>>,
+    sender: Option<std::thread::JoinHandle<Result<UdpSendReport>>>,
 }
 
 impl PoissonCross {
@@ -588,17 +589,15 @@ impl PoissonCross {
         size: usize,
         (seed, flow_id): (u64, u32),
     ) -> Result<PoissonCross> {
-        let mut cross = PoissonCross { stop: Arc::new(AtomicBool::new(false)), threads: Vec::new() };
+        let mut cross = PoissonCross { stop: Arc::new(AtomicBool::new(false)), receiver: None, sender: None };
         if rate == Rate::ZERO {
             return Ok(cross);
         }
         let dst = SocketAddr::new(tb.host(to)?.addr.into(), port);
         let rx_sock = tb.run_in(to, move || Ok(UdpSocket::bind(("0.0.0.0", port))?))?;
         let st = cross.stop.clone();
-        cross.threads.push(tb.spawn_in(to, move || {
-            udp_receive(&rx_sock, None, &st, Duration::from_secs(3600), false)?;
-            Ok(())
-        })?);
+        cross.receiver =
+            Some(tb.spawn_in(to, move || udp_receive(&rx_sock, None, &st, Duration::from_secs(3600), false))?);
         let st = cross.stop.clone();
         let gen = UdpGen {
             dst,
@@ -610,24 +609,165 @@ impl PoissonCross {
             flow_id,
             realtime: true,
         };
-        cross.threads.push(tb.spawn_in(from, move || {
+        cross.sender = Some(tb.spawn_in(from, move || {
             let sock = UdpSocket::bind(("0.0.0.0", 0))?;
-            udp_send(&sock, &gen, None, Some(&st))?;
-            Ok(())
+            udp_send(&sock, &gen, None, Some(&st))
         })?);
         Ok(cross)
     }
 
     /// Stops both threads and reports the first error either had.
     pub fn stop(self) -> Result<()> {
+        self.finish().map(|_| ())
+    }
+
+    /// Stops both threads: what the generator sent (IP packets and bytes) and what the receiver
+    /// got, or the first error either had. Zeros when nothing ran.
+    pub fn finish(self) -> Result<(UdpSendReport, UdpRecvReport)> {
         self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads {
-            match t.join() {
-                Ok(r) => r.context("cross traffic")?,
-                Err(_) => bail!("a cross-traffic thread panicked"),
-            }
+        let sent = match self.sender.map(|t| t.join()) {
+            None => UdpSendReport::default(),
+            Some(Ok(r)) => r.context("cross traffic")?,
+            Some(Err(_)) => bail!("a cross-traffic thread panicked"),
+        };
+        let got = match self.receiver.map(|t| t.join()) {
+            None => UdpRecvReport::default(),
+            Some(Ok(r)) => r.context("cross traffic")?,
+            Some(Err(_)) => bail!("a cross-traffic thread panicked"),
+        };
+        Ok((sent, got))
+    }
+}
+
+/// Where a benchmark's Poisson cross traffic comes from (`headroom probe-bench
+/// --cross-source`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CrossSource {
+    /// A UDP generator between two testbed hosts ([`PoissonCross`]): real packets through the
+    /// kernels, the TUN devices and the delay box, as many as the machine can send.
+    #[default]
+    Generator,
+    /// The delay box's virtual source in the forward link ([`crate::delaybox`], "In-link cross
+    /// traffic"): no packets on the wire, any rate below the link's.
+    InLink,
+}
+
+impl CrossSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            CrossSource::Generator => "generator",
+            CrossSource::InLink => "in-link",
         }
-        Ok(())
+    }
+}
+
+impl std::fmt::Display for CrossSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for CrossSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CrossSource, String> {
+        match s {
+            "generator" => Ok(CrossSource::Generator),
+            "in-link" => Ok(CrossSource::InLink),
+            _ => Err(format!("`{s}`: the cross-traffic source is `generator` or `in-link`")),
+        }
+    }
+}
+
+/// What cross traffic did between its start and its stop: the rate offered to the bottleneck
+/// (the generator's sends; the virtual packets that arrived at the link) and the rate that
+/// came through (the receiver's; the virtual packets the link serialised), in IP bits over the
+/// wall-clock time it ran.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CrossReport {
+    pub source: CrossSource,
+    /// The configured mean rate.
+    pub rate: Rate,
+    pub elapsed: Dur,
+    pub offered: Rate,
+    pub carried: Rate,
+    /// Packets offered and packets that did not come through.
+    pub offered_packets: u64,
+    pub lost_packets: u64,
+}
+
+enum Running<'a> {
+    Generator(PoissonCross),
+    InLink { tb: &'a crate::Testbed, before: Box<crate::CounterSnapshot> },
+}
+
+/// Poisson cross traffic of either [`CrossSource`] from `from` to `to` across the bottleneck
+/// (in-link: in the forward link, the left-to-right direction), running until
+/// [`CrossTraffic::stop`].
+pub struct CrossTraffic<'a> {
+    source: CrossSource,
+    rate: Rate,
+    size: usize,
+    started: std::time::Instant,
+    running: Running<'a>,
+}
+
+impl<'a> CrossTraffic<'a> {
+    /// Starts `rate` of `size`-byte packets (nothing for a zero rate); `seed` draws the gaps,
+    /// `flow_id` marks the generator's datagrams.
+    pub fn start(
+        tb: &'a crate::Testbed,
+        source: CrossSource,
+        hosts: (&str, &str),
+        port: u16,
+        rate: Rate,
+        size: usize,
+        (seed, flow_id): (u64, u32),
+    ) -> Result<CrossTraffic<'a>> {
+        let running = match source {
+            CrossSource::Generator => {
+                Running::Generator(PoissonCross::start(tb, hosts, port, rate, size, (seed, flow_id))?)
+            }
+            CrossSource::InLink => {
+                let cross = (rate > Rate::ZERO).then_some(crate::InLinkCross {
+                    rate,
+                    packet: Bytes(size as u64),
+                    seed: Some(seed),
+                });
+                tb.set_link_cross(crate::Direction::Forward, cross)?;
+                Running::InLink { tb, before: Box::new(tb.delaybox_counters().0) }
+            }
+        };
+        Ok(CrossTraffic { source, rate, size, started: std::time::Instant::now(), running })
+    }
+
+    /// Stops it (in-link: the link carries no cross traffic afterwards) and reports what it did.
+    pub fn stop(self) -> Result<CrossReport> {
+        let (offered_packets, offered_bytes, carried_packets, carried_bytes) = match self.running {
+            Running::Generator(g) => {
+                let (sent, got) = g.finish()?;
+                (sent.packets, sent.bytes, got.packets, got.bytes)
+            }
+            Running::InLink { tb, before } => {
+                tb.set_link_cross(crate::Direction::Forward, None)?;
+                let x = tb.delaybox_counters().0.since(&before);
+                (
+                    x.cross_sent + x.cross_drops,
+                    x.cross_bytes + x.cross_drops * self.size as u64,
+                    x.cross_sent,
+                    x.cross_bytes,
+                )
+            }
+        };
+        let elapsed = Dur(self.started.elapsed().as_nanos() as u64);
+        Ok(CrossReport {
+            source: self.source,
+            rate: self.rate,
+            elapsed,
+            offered: Bytes(offered_bytes).per(elapsed),
+            carried: Bytes(carried_bytes).per(elapsed),
+            offered_packets,
+            lost_packets: offered_packets.saturating_sub(carried_packets),
+        })
     }
 }
 

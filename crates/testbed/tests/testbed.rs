@@ -12,7 +12,7 @@ use std::time::Duration;
 use headroom_core::stats::{self, Sorted};
 use headroom_core::{Bytes, Dur, Rate};
 use headroom_testbed::traffic::{self, FlowCounters, Pattern, UdpGen};
-use headroom_testbed::{Bottleneck, Buffer, Scenario, Testbed, Topology};
+use headroom_testbed::{Bottleneck, Buffer, Direction, InLinkCross, Scenario, Testbed, Topology};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -489,5 +489,126 @@ fn exact_link_drops_tail_at_its_packet_buffer() {
     assert_eq!(q.drops, fwd.queue_drops, "queue_stats counts the link's drops");
     // one in service plus ten waiting, give or take the reads' timing on a busy machine
     assert!((11..=13).contains(&got), "received {got}");
+    tb.down().unwrap();
+}
+
+/// What a flood of 1000-byte packets at `rate` for 3 s from s1 to r1 met: the rate it got
+/// through and the rate of in-link cross traffic the forward link carried, both over the
+/// flood's second second (the same wall-clock window, past the queue's filling), and the
+/// forward box's counters over that window; the counters over the whole flood; the median
+/// one-way delay (ms); and what was sent.
+struct Flood {
+    received: Rate,
+    cross_carried: Rate,
+    window: headroom_testbed::CounterSnapshot,
+    counters: headroom_testbed::CounterSnapshot,
+    median_delay_ms: f64,
+    sent: traffic::UdpSendReport,
+    got: traffic::UdpRecvReport,
+}
+
+fn flood(tb: &Testbed, rate: Rate, pattern: Pattern, port: u16) -> Flood {
+    let rx = tb.run_in("r1", move || Ok(UdpSocket::bind(("0.0.0.0", port))?)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(FlowCounters::default());
+    let (s2, c2) = (stop.clone(), counters.clone());
+    let recv = std::thread::spawn(move || traffic::udp_receive(&rx, Some(&c2), &s2, Duration::from_millis(500), false));
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, port));
+    let g = UdpGen { dst, rate, size: 1000, pattern, duration: Dur::from_secs(3), seed: 1, flow_id: 0, realtime: true };
+    let before = tb.delaybox_counters().0;
+    let sender = tb.spawn_in("s1", move || traffic::udp_send(&UdpSocket::bind("0.0.0.0:0")?, &g, None, None)).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let sample = || (counters.bytes.load(Ordering::Relaxed), tb.delaybox_counters().0, std::time::Instant::now());
+    let (b0, x0, t0) = sample();
+    std::thread::sleep(Duration::from_secs(1));
+    let (b1, x1, t1) = sample();
+    let sent = sender.join().unwrap().unwrap();
+    let got = recv.join().unwrap().unwrap();
+    let window = Dur(t1.duration_since(t0).as_nanos() as u64);
+    let delays: Sorted = got.delays_ns.iter().map(|d| *d as f64 / 1e6).collect();
+    Flood {
+        received: Bytes(b1 - b0).per(window),
+        cross_carried: Bytes(x1.since(&x0).cross_bytes).per(window),
+        window: x1.since(&x0),
+        counters: tb.delaybox_counters().0.since(&before),
+        median_delay_ms: median_of(&delays),
+        sent,
+        got,
+    }
+}
+
+#[test]
+fn in_link_cross_traffic_takes_its_place_in_the_link() {
+    let Some(_g) = serial() else { return };
+    // A 10 Mbit/s link with 5 Mbit/s of in-link Poisson cross traffic (the topology's `cross`).
+    let mut b = Bottleneck::new(Some(Rate::from_mbps(10)), Dur::from_millis(5));
+    b.buffer = Buffer::Packets(100);
+    b.cross = Some(InLinkCross { seed: Some(5), ..InLinkCross::new(Rate::from_mbps(5), Bytes(1000)) });
+    let tb = Testbed::up(&Topology::dumbbell(1, b)).unwrap();
+    let show = |what: &str, f: &Flood| {
+        let x = &f.counters;
+        println!(
+            "{what}: sent {} pkts at {:.2} Mbit/s, received {} ({:.2} Mbit/s over seconds 1-2), median one-way delay {:.2} ms; link queue drops {}; in-link cross: {} carried ({:.2} Mbit/s over seconds 1-2), {} dropped",
+            f.sent.packets,
+            f.sent.rate().as_mbps(),
+            f.got.packets,
+            f.received.as_mbps(),
+            f.median_delay_ms,
+            x.queue_drops,
+            x.cross_sent,
+            f.cross_carried.as_mbps(),
+            x.cross_drops
+        );
+    };
+    // 1. 4 Mbit/s, regular: room for it beside the cross traffic, so every packet comes
+    //    through, but it waits behind cross packets (the link is 90 % busy).
+    let under = flood(&tb, Rate::from_mbps(4), Pattern::Cbr, 6100);
+    show("4 Mbit/s CBR flood, 5 Mbit/s in-link cross traffic", &under);
+    // 2. 15 Mbit/s, Poisson: the link is full. Both kinds of arrivals are Poisson, so both see
+    //    the queue full as often (PASTA): each loses about 1 - 10/20 of its packets, and they
+    //    share the link as their offered rates, the flood about 7.5 Mbit/s, the cross 2.5. (A
+    //    regular flood takes more: after each departure its next packet comes within one of its
+    //    gaps; the cross traffic's share then depends on the phases.)
+    let over = flood(&tb, Rate::from_mbps(15), Pattern::Poisson, 6101);
+    show("15 Mbit/s Poisson flood, 5 Mbit/s in-link cross traffic", &over);
+    // 3. and 4. the same without cross traffic (switched off while the box runs)
+    tb.set_link_cross(Direction::Forward, None).unwrap();
+    let alone = flood(&tb, Rate::from_mbps(15), Pattern::Poisson, 6102);
+    show("15 Mbit/s Poisson flood alone", &alone);
+    let quiet = flood(&tb, Rate::from_mbps(4), Pattern::Cbr, 6103);
+    show("4 Mbit/s CBR flood alone", &quiet);
+
+    assert_eq!(under.counters.queue_drops, 0, "a 4 Mbit/s flood beside 5 Mbit/s lost packets at the link");
+    assert_eq!(under.got.packets, under.sent.packets, "packets lost on a link with room for them");
+    assert_eq!(under.counters.cross_drops, 0, "cross packets lost on a link with room for them");
+    // 625 packets a second: the count's standard deviation is 4 % of it
+    let carried = under.cross_carried.as_mbps();
+    assert!((carried / 5.0 - 1.0).abs() < 0.15, "in-link cross traffic carried {carried} Mbit/s for 5 Mbit/s");
+    assert!(
+        under.median_delay_ms > quiet.median_delay_ms + 0.5,
+        "the cross traffic's queue did not delay the flood: median {:.2} ms against {:.2} ms alone",
+        under.median_delay_ms,
+        quiet.median_delay_ms
+    );
+    // the link carries its rate, shared: flood + cross = 10 Mbit/s
+    let total = over.received.as_mbps() + over.cross_carried.as_mbps();
+    assert!(
+        (total / 10.0 - 1.0).abs() < 0.03,
+        "flood {} + cross {} through a 10 Mbit/s link",
+        over.received,
+        over.cross_carried
+    );
+    let w = &over.window;
+    let real = w.queue_drops as f64 / w.packets_in as f64;
+    let virt = w.cross_drops as f64 / (w.cross_sent + w.cross_drops) as f64;
+    println!("over seconds 1-2 of the 15 Mbit/s flood: drop fractions real {real:.3}, in-link cross {virt:.3}");
+    assert!((real - virt).abs() < 0.1, "the full queue dropped real {real:.3} and cross {virt:.3} of the arrivals");
+    assert!((0.3..0.7).contains(&virt), "cross drop fraction {virt:.3}, about 0.5 expected");
+    assert!((alone.received.as_mbps() / 10.0 - 1.0).abs() < 0.03, "alone the flood got {}", alone.received);
+    assert_eq!(alone.counters.cross_sent + alone.counters.cross_drops, 0, "cross traffic after it was switched off");
+    // a bad value is refused while the box runs, as in a topology
+    let e =
+        tb.set_link_cross(Direction::Forward, Some(InLinkCross::new(Rate::from_mbps(10), Bytes(1000)))).unwrap_err();
+    assert!(format!("{e:#}").contains("below the link's rate"), "{e:#}");
     tb.down().unwrap();
 }

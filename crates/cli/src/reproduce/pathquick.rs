@@ -414,6 +414,7 @@ fn pathquick_fig8(dir: &Path) -> Result<String> {
             .design()?;
     let args = ProbeBenchArgs {
         levels: levels.iter().map(|&m| Rate::from_mbps(m)).collect(),
+        cross_source: headroom_testbed::traffic::CrossSource::Generator,
         trains,
         rate: Rate::from_mbps(FIG8_CAPACITY_MBPS as u64),
         delay: Dur::from_micros(200),
