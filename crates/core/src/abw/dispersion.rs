@@ -107,6 +107,11 @@ pub fn capacity(records: &[ProbeRecord], noise: Dur) -> Option<Rate> {
 /// fine trains that lost 56 and 65 packets were re-read from all their gaps as 7.5 and
 /// 8.2 Mbit/s for A = 1 (issue 19, session 8).
 pub fn busy_rate(records: &[ProbeRecord], capacity: Rate, from: Rate) -> Option<Rate> {
+    busy_sums(records, capacity, from).map(|(a, _)| a)
+}
+
+/// [`busy_rate`] and the busy time it averaged over (`Σ s_k` of its gaps).
+fn busy_sums(records: &[ProbeRecord], capacity: Rate, from: Rate) -> Option<(Rate, Dur)> {
     let c = capacity.bps() as f64 / 1e9;
     let first_loss = records.iter().filter(|r| r.recv_time.is_none()).map(|r| r.index).min().unwrap_or(u32::MAX);
     let before: Vec<ProbeRecord> = records.iter().filter(|r| r.index < first_loss).cloned().collect();
@@ -120,7 +125,28 @@ pub fn busy_rate(records: &[ProbeRecord], capacity: Rate, from: Rate) -> Option<
         }
     }
     let a = (bits - c * excess) / span * 1e9;
-    (n >= MIN_BUSY && a > 0.0).then(|| Rate(a.round() as u64))
+    (n >= MIN_BUSY && a > 0.0).then(|| (Rate(a.round() as u64), Dur(span.round() as u64)))
+}
+
+/// Passes of [`busy_reading`] at most.
+pub const READING_PASSES: usize = 8;
+
+/// A ranging train read with the capacity known, whatever the fit said (issue 19, session 9):
+/// [`busy_rate`] from the train's lowest rate, then again from each result until it stops
+/// moving (at most [`READING_PASSES`] passes), with the busy time it averaged over. Gaps below
+/// the crossing bias a pass low (the queue there stays near empty instead of shrinking), so
+/// each pass drops the gaps below the last result (module doc). For a train that queued (the
+/// fit read an estimate or "below range"): a train that never queued reads its own mean rate.
+/// `None` with too few busy gaps.
+pub fn busy_reading(records: &[ProbeRecord], capacity: Rate, lowest: Rate) -> Option<(Rate, Dur)> {
+    let mut read = busy_sums(records, capacity, Rate((lowest.bps() as f64 / BUSY_MARGIN) as u64))?;
+    for _ in 1..READING_PASSES {
+        match busy_sums(records, capacity, Rate((read.0.bps() as f64 / BUSY_MARGIN) as u64)) {
+            Some(next) if next.0 != read.0 => read = next,
+            _ => break,
+        }
+    }
+    Some(read)
 }
 
 /// The fit's estimate `outcome` of the train `records` (which probed `probed`), re-read from its
@@ -236,5 +262,38 @@ mod tests {
         // Idle: nothing to gain, nothing lost.
         let (fit, refined) = errors(10e6, 0.0, 3);
         assert!(refined[2] <= fit[2].max(0.5), "{fit:?} {refined:?}");
+    }
+
+    /// A PathQuick-shaped train of `n` packets (`48 + dp·k` bytes every `s` ns) through a FIFO of
+    /// `c` bit/s whose cross traffic leaves `a` (fluid): the queue grows by `s·(r − a)/c` per gap
+    /// while the probe rate `r` is above `a`, and drains while below.
+    fn fluid(n: u32, dp: u64, s: u64, c: f64, a: f64) -> Vec<ProbeRecord> {
+        let mut q = 0.0f64;
+        (0..n)
+            .map(|k| {
+                let size = Bytes(48 + dp * k as u64);
+                if k > 0 {
+                    let r = size.0 as f64 * 8.0 / s as f64 * 1e9;
+                    q = (q + s as f64 * (r - a) / c).max(0.0);
+                }
+                let at = k as u64 * s;
+                ProbeRecord { index: k, send_time: Time(at), recv_time: Some(Time(at + q as u64)), size }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_ranging_reading_drops_the_gaps_below_the_crossing_until_it_stops_moving() {
+        // The 34 ms second coarse train (1.1–23.3 Mbit/s) at 10 Mbit/s with A = 4: one pass from
+        // its lowest rate counts the idle gaps below 4 Mbit/s at their own rates and reads low;
+        // the reading passes until it settles on A.
+        let recs = fluid(67, 22, 515_000, 10e6, 4e6);
+        let lowest = Rate::from_mbps(1);
+        let once = busy_rate(&recs, Rate::from_mbps(10), lowest).expect("busy gaps");
+        let (a, busy) = busy_reading(&recs, Rate::from_mbps(10), lowest).expect("busy gaps");
+        assert!(4.0 - once.as_mbps() > 0.1, "one pass reads low: {once}");
+        assert!((a.as_mbps() - 4.0).abs() < 0.02, "{a} (one pass {once})");
+        // Its busy time: the gaps probing at least A (about 5/6 of the 34 ms train).
+        assert!((25.0..=33.0).contains(&(busy.as_secs_f64() * 1e3)), "{busy:?}");
     }
 }

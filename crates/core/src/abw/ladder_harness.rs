@@ -306,3 +306,66 @@ fn fine_alone() {
         }
     }
 }
+
+/// The ranging trains alone (issue 19, session 9): `cargo test --release -p headroom-core
+/// abw::ladder_harness::ranging_alone -- --ignored --nocapture` (`LADDER_RUNS`, default 200).
+/// For the first coarse train, the second rung and the coarse train topped at `2·C`, the signed
+/// error (% of C) of the fit's verdict (below/above range printed as ∓999) and of the busy-gap
+/// reading with the true capacity ([`super::dispersion::busy_reading`]; NaN: no reading), at
+/// the 5th, 10th, 50th, 90th and 95th percentiles, and how often `A` lay within two spreads
+/// ([`super::autorange::reading_spread`]) of the reading.
+#[test]
+#[ignore]
+fn ranging_alone() {
+    use super::autorange::reading_spread;
+    use super::dispersion::busy_reading;
+    use crate::units::Rate;
+    let runs: usize = std::env::var("LADDER_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let cfg = client_estimator();
+    for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
+        for load in [0.0, 0.3, 0.6, 0.9] {
+            let plan = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500));
+            let c1 = plan.coarse(DEFAULT_TOP).expect("coarse");
+            let c2 = plan.coarse(c1.b_min()).expect("coarse");
+            let c2c = plan.coarse(Rate((2.0 * c) as u64)).expect("coarse");
+            for (name, d) in [("first", c1), ("rung 2", c2), ("2C", c2c)] {
+                let mut path = Path::new(c, c * load, buffer, delay, 7 + (load * 10.0) as u64);
+                let a = c * (1.0 - load);
+                let (mut t, mut within) = (2.0, 0);
+                let (mut fit, mut read) = (Vec::new(), Vec::new());
+                for _ in 0..runs {
+                    let v = run_train(&mut path, &d, t, false, cfg);
+                    t = v.judgement.decided_at.0 as f64 / 1e9 + 0.3;
+                    let e = |r: f64| 100.0 * (r - a) / c;
+                    fit.push(match &v.estimate.outcome {
+                        Outcome::Estimate(r) => e(r.bps() as f64),
+                        Outcome::BelowRange { .. } => -999.0,
+                        Outcome::AboveRange { .. } => 999.0,
+                        _ => f64::NAN,
+                    });
+                    let cap = Rate(c as u64);
+                    let r = busy_reading(&v.records, cap, d.b_min()).map(|(a0, busy)| (a0.min(cap), busy));
+                    read.push(r.map_or(f64::NAN, |(a0, _)| e(a0.bps() as f64)));
+                    within += r.is_some_and(|(a0, busy)| {
+                        (a0.bps() as f64 - a).abs() <= 2.0 * reading_spread(a0, cap, busy).bps() as f64
+                    }) as u32;
+                }
+                let q = |v: &mut Vec<f64>| {
+                    v.sort_by(f64::total_cmp);
+                    let n = v.len() - 1;
+                    let at = |p: f64| v[(n as f64 * p).round() as usize];
+                    format!("{:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1}", at(0.05), at(0.1), at(0.5), at(0.9), at(0.95))
+                };
+                println!(
+                    "C {:>3} load {load:.1} {name:>6} [{:.1}-{:.1} Mbit/s, {:.1} ms] fit {} | reading {} | A within 2 spreads {within}/{runs}",
+                    c / 1e6,
+                    d.b_min().as_mbps(),
+                    d.b_max().as_mbps(),
+                    d.train_length().as_secs_f64() * 1e3,
+                    q(&mut fit),
+                    q(&mut read)
+                );
+            }
+        }
+    }
+}
