@@ -106,7 +106,7 @@ pub fn verdict(rows: &[Smoothed], quick_error: f64, quick_time_ms: f64) -> (bool
         Some(r) => {
             let _ = write!(
                 s,
-                "pathChirp reaches PathQuick's {:.2} % after {} chirps, {:.0} ms (PathQuick {:.0} ms)",
+                "pathChirp reaches PathQuick's {:.2} % after {} chirp(s), {:.0} ms (PathQuick {:.0} ms)",
                 quick_error, r.chirps, r.median_time_ms, quick_time_ms
             );
         }
@@ -116,7 +116,7 @@ pub fn verdict(rows: &[Smoothed], quick_error: f64, quick_time_ms: f64) -> (bool
                 Some(b) => {
                     let _ = write!(
                         s,
-                        "pathChirp does not reach PathQuick's {:.2} % within {} chirps (best {:.2} % from {} chirps, {:.0} ms; PathQuick {:.0} ms)",
+                        "pathChirp does not reach PathQuick's {:.2} % within {} chirps (best {:.2} % from {} chirp(s), {:.0} ms; PathQuick {:.0} ms)",
                         quick_error,
                         rows.iter().map(|r| r.chirps).max().unwrap_or(0),
                         b.median_error,
@@ -203,13 +203,13 @@ mod tests {
         // PathQuick 5 % in 300 ms: four chirps reach 4 % in 220 ms, so pathChirp wins.
         let (ahead, line) = verdict(&rows, 5.0, 300.0);
         assert!(!ahead, "{line}");
-        assert!(line.contains("after 4 chirps, 220 ms"), "{line}");
+        assert!(line.contains("after 4 chirp(s), 220 ms"), "{line}");
         // PathQuick 5 % in 200 ms: pathChirp needs 220 ms for it.
         assert!(verdict(&rows, 5.0, 200.0).0);
         // PathQuick 1 %: no window gets there.
         let (ahead, line) = verdict(&rows, 1.0, 1000.0);
         assert!(ahead);
-        assert!(line.contains("best 2.00 % from 8 chirps"), "{line}");
+        assert!(line.contains("best 2.00 % from 8 chirp(s)"), "{line}");
         assert!(!verdict(&[], 1.0, 1.0).0);
     }
 }
