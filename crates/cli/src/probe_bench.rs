@@ -316,12 +316,14 @@ fn udp_rcvbuf_errors(tb: &Testbed, host: &str) -> Result<u64> {
     tb.run_in(host, || {
         let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")?;
         let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:")).map(|l| l.split_whitespace());
-        let (Some(names), Some(values)) = (udp.next(), udp.next()) else { bail!("no Udp lines in /proc/net/snmp") };
+        let (Some(names), Some(values)) = (udp.next(), udp.next()) else {
+            bail!("no Udp lines in /proc/thread-self/net/snmp")
+        };
         names
             .zip(values)
             .find(|(n, _)| *n == "RcvbufErrors")
             .and_then(|(_, v)| v.parse().ok())
-            .context("no Udp RcvbufErrors in /proc/net/snmp")
+            .context("no Udp RcvbufErrors in /proc/thread-self/net/snmp")
     })
 }
 
