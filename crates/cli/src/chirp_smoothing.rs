@@ -132,10 +132,23 @@ pub fn verdict(rows: &[Smoothed], quick_error: f64, quick_time_ms: f64) -> (bool
     (!dominated && !rows.is_empty(), s)
 }
 
-/// The table and verdicts for every level: `levels` holds, per level, its label (cross traffic
-/// in Mbit/s), the truth in Mbit/s, PathQuick's median |error| (%) and median time (ms), and the
-/// level's pathChirp estimates in run order.
-pub fn report(capacity_mbps: f64, levels: &[(f64, f64, f64, f64, Vec<Chirp>)]) -> String {
+/// One level of a bench: what PathQuick reached there and pathChirp's estimates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Level {
+    /// The cross traffic, Mbit/s (the level's label).
+    pub cross_mbps: f64,
+    /// The true available bandwidth, Mbit/s.
+    pub truth_mbps: f64,
+    /// PathQuick's median |error|, % of the capacity.
+    pub quick_error: f64,
+    /// PathQuick's median time, ms.
+    pub quick_time_ms: f64,
+    /// The level's pathChirp estimates, in run order.
+    pub chirps: Vec<Chirp>,
+}
+
+/// The table and verdicts for every level.
+pub fn report(capacity_mbps: f64, levels: &[Level]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -144,8 +157,10 @@ pub fn report(capacity_mbps: f64, levels: &[(f64, f64, f64, f64, Vec<Chirp>)]) -
     let _ =
         writeln!(s, "{:>6} {:>3} {:>7} {:>10} {:>8} {:>10}", "cross", "K", "windows", "med |e| %", "p90 %", "time med");
     let mut verdicts = String::new();
-    for (cross, truth, quick_error, quick_time, chirps) in levels {
-        let rows: Vec<Smoothed> = WINDOWS.iter().filter_map(|&k| smoothed(chirps, k, *truth, capacity_mbps)).collect();
+    for level in levels {
+        let cross = level.cross_mbps;
+        let rows: Vec<Smoothed> =
+            WINDOWS.iter().filter_map(|&k| smoothed(&level.chirps, k, level.truth_mbps, capacity_mbps)).collect();
         for r in &rows {
             let _ = writeln!(
                 s,
@@ -153,7 +168,7 @@ pub fn report(capacity_mbps: f64, levels: &[(f64, f64, f64, f64, Vec<Chirp>)]) -
                 cross, r.chirps, r.windows, r.median_error, r.p90_error, r.median_time_ms
             );
         }
-        let (ahead, line) = verdict(&rows, *quick_error, *quick_time);
+        let (ahead, line) = verdict(&rows, level.quick_error, level.quick_time_ms);
         let _ = writeln!(
             verdicts,
             "  cross {:>5.1} Mbit/s: PathQuick ahead of pathChirp at equal accuracy: {}; {}",

@@ -754,7 +754,13 @@ fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
                                 train_ms: r.train_length.as_secs_f64() * 1e3,
                             })
                             .collect();
-                        smoothing.push((cross.as_mbps(), truth, quick_error, quick_time, chirps));
+                        smoothing.push(chirp_smoothing::Level {
+                            cross_mbps: cross.as_mbps(),
+                            truth_mbps: truth,
+                            quick_error,
+                            quick_time_ms: quick_time,
+                            chirps,
+                        });
                     }
                 }
             }

@@ -67,7 +67,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use headroom_core::rng::Rng;
@@ -450,11 +450,13 @@ pub enum Direction {
 }
 
 /// A line's in-link cross traffic, changeable while it runs: the line thread checks `version`
-/// once per loop, takes `cross` when it changed, and then sets `applied` to that version.
+/// once per loop, takes `cross` when it changed, then sets `applied` to that version and
+/// signals `taken` (also signalled when the box stops).
 #[derive(Debug, Default)]
 struct CrossControl {
     version: AtomicU64,
-    applied: AtomicU64,
+    applied: Mutex<u64>,
+    taken: Condvar,
     cross: Mutex<Option<InLinkCross>>,
 }
 
@@ -498,7 +500,8 @@ impl DelayBox {
         let control = |cfg: &LineConfig| {
             Arc::new(CrossControl {
                 version: AtomicU64::new(1),
-                applied: AtomicU64::new(0),
+                applied: Mutex::new(0),
+                taken: Condvar::new(),
                 cross: Mutex::new(cfg.cross),
             })
         };
@@ -529,19 +532,22 @@ impl DelayBox {
             *c = cross;
         }
         let version = ctl.version.fetch_add(1, Ordering::AcqRel) + 1;
-        let asked = std::time::Instant::now();
-        while ctl.applied.load(Ordering::Acquire) < version {
-            if asked.elapsed() > CROSS_SWITCH_WAIT || self.stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        true
+        let Ok(applied) = ctl.applied.lock() else { return false };
+        let waited = ctl.taken.wait_timeout_while(applied, CROSS_SWITCH_WAIT, |applied| {
+            *applied < version && !self.stop.load(Ordering::Relaxed)
+        });
+        waited.is_ok_and(|(applied, _)| *applied >= version)
     }
 
     /// Stops both directions and waits for them (drops the TUN devices with the last fd).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        for ctl in &self.cross {
+            // Wakes a set_cross waiting for a line that will not take its source. The lock
+            // orders the store before the waiter's next look at the flag.
+            drop(ctl.applied.lock());
+            ctl.taken.notify_all();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -586,7 +592,10 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, ct
                 l.set_cross(cross, Rng::new(cfg.seed).fork(CROSS_STREAM + version).next_u64(), sys::now_ns());
                 store_cross_counts(l, c);
             }
-            ctl.applied.store(version, Ordering::Release);
+            if let Ok(mut applied) = ctl.applied.lock() {
+                *applied = version;
+            }
+            ctl.taken.notify_all();
         }
         // 1. take in what has arrived
         for _ in 0..READ_BATCH {

@@ -184,7 +184,7 @@ fn med_p90(v: &[f64]) -> (f64, f64) {
 #[test]
 #[ignore]
 fn ladder_harness() {
-    let runs: usize = std::env::var("LADDER_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let runs = ladder_runs(30);
     let verbose = std::env::var("LADDER_VERBOSE").is_ok();
     println!("ladder harness: {runs} estimates per row, 300 ms between estimates, error in % of C");
     let coarse_sigma = match std::env::var("LADDER_COARSE_SIGMA").ok().and_then(|s| s.parse::<f64>().ok()) {
@@ -249,6 +249,11 @@ fn ladder_harness() {
     }
 }
 
+/// Estimates per row: `LADDER_RUNS` when set to a number, else `default`.
+fn ladder_runs(default: usize) -> usize {
+    std::env::var("LADDER_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
 /// The fine train alone, designed from `A₀` = A × 1, 1.4 and 0.7 (issue 19, session 8):
 /// `cargo test --release -p headroom-core abw::ladder_harness::fine_alone -- --ignored
 /// --nocapture` (`LADDER_RUNS`). Signed errors (% of C) of the client's fit, of the fit refined
@@ -259,7 +264,7 @@ fn ladder_harness() {
 fn fine_alone() {
     use super::dispersion::{capacity, refine};
     use crate::units::Rate;
-    let runs: usize = std::env::var("LADDER_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let runs = ladder_runs(100);
     let cfg = client_estimator();
     for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
         for load in [0.0, 0.3, 0.6, 0.9] {
@@ -320,7 +325,7 @@ fn ranging_alone() {
     use super::autorange::reading_spread;
     use super::dispersion::busy_reading;
     use crate::units::Rate;
-    let runs: usize = std::env::var("LADDER_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let runs = ladder_runs(200);
     let cfg = client_estimator();
     for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
         for load in [0.0, 0.3, 0.6, 0.9] {
