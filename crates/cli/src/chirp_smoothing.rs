@@ -4,11 +4,12 @@
 //! # Why a single chirp is not the whole comparison
 //!
 //! `probe-bench` runs pathChirp as `headroom probe --method pathchirp` does: one chirp over
-//! 1 Mbit/s to the top with the spread factor γ = 1.5, about 17 packets. It answers fast (one
-//! short chirp and an RTT) and coarsely: its rates are 50 % apart and each excursion sees a few
-//! cross packets. pathChirp's own tool does not answer from one chirp; it sends chirps
-//! continuously and reports the per-chirp estimates averaged over a time window (Ribeiro et
-//! al., "pathChirp: Efficient Available Bandwidth Estimation for Network Paths", PAM 2003, §III).
+//! 1 Mbit/s to the top with the client's spread factor γ = 1.2 (37 packets of 1,500 B up to
+//! 500 Mbit/s, 55,500 B in the bench's `train_bytes`). It answers fast (one short chirp and an
+//! RTT) and coarsely: its rates are 20 % apart. pathChirp's own tool does not answer from one
+//! chirp; it sends chirps continuously and reports the per-chirp estimates averaged over a time
+//! window (Ribeiro et al., "pathChirp: Efficient Available Bandwidth Estimation for Network
+//! Paths", PAM 2003).
 //! The PathQuick paper's claim is the same trade-off read the other way: for PathQuick's range
 //! and resolution pathChirp needs a 4.2× longer train (PathQuick paper §4, 682 ms against
 //! 124 ms). So the fair question is: **how long does pathChirp take to be as accurate as
