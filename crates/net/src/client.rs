@@ -1185,12 +1185,21 @@ impl TrainLink<'_> {
     ) -> Result<(TrainReport, bool), ProbeError> {
         let server = self.server;
         let mut started = self.send_start(rx.train, params, timeout)?;
+        // The judge's origin on the clock of the receive stamps (CLOCK_REALTIME).
+        let mut started_stamp = realtime_now();
         let clock = |started: Instant| Time(dur(started.elapsed()).0);
         let hard_stop = Time(dur(timeout).0);
-        // Deadlines are applied as of the last moment the socket was found empty: a client that
-        // was not scheduled for a while reads what queued meanwhile before judging (those packets
-        // arrived in time). Only the overall timeout applies regardless, so a flood cannot hold
-        // the loop.
+        // Deadlines are applied as of the last moment the socket was found empty, and before
+        // each datagram as of its arrival (its receive stamp): a client that was not scheduled
+        // for a while reads what queued meanwhile before judging (those packets arrived in
+        // time), and a datagram that arrived after a deadline finds the train judged. Only the
+        // overall timeout applies regardless, so a flood cannot hold the loop.
+        //
+        // Until session 10 only an empty socket advanced the deadlines. A read timeout is
+        // rounded up to a jiffy (SO_RCVTIMEO; 4 ms at HZ = 250), so while a train's packets kept
+        // coming faster than that the socket was never found empty and the cut deadline never
+        // fired: on the testbed at 12 Mbit/s with 6 Mbit/s of cross traffic every train was
+        // judged whole, 187–203 ms after its START, against a cut at 184 ms (issue 19).
         let mut drained_at = Time::ZERO;
         loop {
             let now = clock(started);
@@ -1219,10 +1228,16 @@ impl TrainLink<'_> {
                     self.retry_cookie = Some(cookie);
                     self.cred = Credential::Cookie(cookie);
                     started = self.send_start(rx.train, params, timeout)?;
+                    started_stamp = realtime_now();
                     drained_at = Time::ZERO;
                 }
                 Ok(msg) => {
-                    rx.on_message(clock(started), &msg, at, kernel).map_err(|r| ProbeError::Rejected {
+                    // When it arrived on the judge's clock (never after now: a stepped wall clock).
+                    let arrived = Time(at.0.saturating_sub(started_stamp.0)).min(clock(started));
+                    if rx.poll(arrived.max(drained_at)) == Poll::Done {
+                        break;
+                    }
+                    rx.on_message(arrived, &msg, at, kernel).map_err(|r| ProbeError::Rejected {
                         server,
                         reason: r.reason,
                         retry_after: r.retry_after,

@@ -330,10 +330,13 @@ struct StandIn {
     start_delay: Duration,
     /// The `late` count the END reports.
     end_late: u16,
+    /// When not zero, the last `late` packets come `tail_gap` apart from `hold` after the
+    /// train's scheduled end (a queue that drains past the deadline, a packet at a time).
+    tail_gap: Duration,
 }
 
 fn stand_in_server(cfg: StandIn) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
-    let StandIn { late, hold, trains, start_delay, end_late } = cfg;
+    let StandIn { late, hold, trains, start_delay, end_late, tail_gap } = cfg;
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = sock.local_addr().unwrap();
     let handle = std::thread::spawn(move || {
@@ -360,8 +363,11 @@ fn stand_in_server(cfg: StandIn) -> (std::net::SocketAddr, std::thread::JoinHand
                     let start = Instant::now() + start_delay;
                     for (i, p) in schedule.iter().enumerate() {
                         let mut at = start + Duration::from_nanos(p.offset.0);
-                        if i >= n - late {
+                        if i >= n - late && tail_gap.is_zero() {
                             at += hold;
+                        } else if i >= n - late {
+                            let end = start + Duration::from_nanos(schedule[n - 1].offset.0);
+                            at = end + hold + tail_gap * (i - (n - late)) as u32;
                         }
                         std::thread::sleep(at.saturating_duration_since(Instant::now()));
                         let payload = (p.size.0 - 28) as usize;
@@ -408,6 +414,30 @@ fn a_late_tail_is_cut_at_the_judging_deadline() {
     assert_eq!(t.estimate.received, n);
     assert_eq!(t.after_deadline, 0);
     assert!(t.elapsed >= length + hold, "{:?}", t.elapsed);
+    server.join().unwrap();
+}
+
+#[test]
+fn a_tail_that_keeps_coming_is_cut_at_the_judging_deadline() {
+    // The last 20 packets dribble in 2 ms apart from 2 ms after the train's scheduled end (until
+    // 40 ms past it): the socket is never empty for a read timeout's jiffy (4 ms at HZ = 250),
+    // and before session 10 the cut deadline never fired: all 30 packets were judged, 40 ms late.
+    let (addr, server) = stand_in_server(StandIn {
+        late: 20,
+        hold: Duration::from_millis(2),
+        tail_gap: Duration::from_millis(2),
+        trains: 1,
+        ..StandIn::default()
+    });
+    let train = small_train();
+    let length = Duration::from_nanos(train.train_length().0);
+    let opts = EstimateOptions { design: Some(train.clone()), ..EstimateOptions::default() };
+    let e = estimate_addr(addr, &opts).unwrap();
+    let t = &e.trains[0];
+    // Cut at RTT + length + 10 ms: the packets that arrive later are left out and counted.
+    assert!(t.estimate.packets < train.packets() - 5, "{:?}", t.estimate);
+    assert!(t.after_deadline >= 5, "{} after the deadline", t.after_deadline);
+    assert!(t.elapsed < length + Duration::from_millis(25), "judged after {:?}", t.elapsed);
     server.join().unwrap();
 }
 
