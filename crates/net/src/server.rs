@@ -30,12 +30,12 @@
 //!
 //! One receive thread (handshakes and admission) and one pacing thread that sends every train
 //! in flight from a single schedule: it sleeps until shortly before the earliest deadline, then
-//! busy-waits ([`crate::timing::wait_until`]), so concurrent trains interleave without one
+//! busy-waits ([`crate::timing::Pacer::wait_until`]), so concurrent trains interleave without one
 //! spinning thread per client. A packet that leaves more than 20 µs late shifts the rest of its
 //! train (the designed spacing is kept; no catch-up bursts); the probe carries its actual send
 //! time and the lateness is reported in END.
 
-use crate::timing::{wait_until, SpacingStats};
+use crate::timing::{Pacer, SpacingStats};
 use crate::wire::{
     encode_probe, ip_udp_overhead, ipv6_on_the_wire, AddressToken, Cap, CapKind, Msg, RejectReason, TrainParams,
     PROBE_HEADER_LEN,
@@ -737,6 +737,7 @@ fn pacer(
     log: bool,
 ) {
     crate::timing::reduce_timer_slack();
+    let mut pacer = Pacer::default();
     let mut active: Vec<Active> = Vec::new();
     let mut buf = vec![0u8; 65_536];
     let mut out = Vec::with_capacity(32);
@@ -770,13 +771,15 @@ fn pacer(
         let Some((i, deadline)) = active.iter().enumerate().map(|(i, a)| (i, a.deadline())).min_by_key(|x| x.1) else {
             continue;
         };
-        // Do not oversleep new arrivals: wait at most 5 ms before polling the queue again.
+        // Do not oversleep new arrivals: wait at most 4 ms before polling the queue again,
+        // and never past the spin margin before the deadline.
         let now = Instant::now();
-        if deadline > now + Duration::from_millis(5) {
-            std::thread::sleep(Duration::from_millis(4));
+        let poll = Duration::from_millis(4);
+        if deadline > now + poll + pacer.margin() {
+            pacer.sleep(poll);
             continue;
         }
-        let sent_at = wait_until(deadline);
+        let sent_at = pacer.wait_until(deadline);
         let a = &mut active[i];
         let p = a.job.schedule[a.next];
         let offset = sent_at.duration_since(a.start).as_nanos() as u64;

@@ -1,8 +1,9 @@
 //! Sender pacing and receiver timestamps.
 //!
-//! - **Sending on time**: [`wait_until`] sleeps coarsely until [`SPIN_MARGIN`] before the
+//! - **Sending on time**: [`Pacer::wait_until`] sleeps coarsely until a margin before the
 //!   deadline, then busy-waits on the monotonic clock (`Instant`, `CLOCK_MONOTONIC` on Linux).
-//!   The achieved error of every packet is recorded in [`SpacingStats`] and reported.
+//!   The margin follows the timer's wake-up latency as this thread sees it ([`Pacer`]). The
+//!   achieved error of every packet is recorded in [`SpacingStats`] and reported.
 //! - **Receiving**: [`enable_rx_timestamps`] turns on `SO_TIMESTAMPNS`, and
 //!   [`recv_timestamped`] reads a datagram with `recvmsg(2)` and returns the kernel's receive
 //!   time (`CLOCK_REALTIME`, nanoseconds), so the receiver's scheduling delays do not enter the
@@ -14,25 +15,74 @@ use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The last stretch before a deadline that is busy-waited rather than slept.
+/// The shortest stretch before a deadline that is busy-waited rather than slept.
 pub const SPIN_MARGIN: Duration = Duration::from_micros(200);
+
+/// The longest: a wake-up later than this is not waited out by spinning (at 1 Mbit/s with
+/// 1,500-byte packets the pacer then spins a sixth of each 12 ms gap).
+pub const MAX_SPIN_MARGIN: Duration = Duration::from_millis(2);
+
+/// What the margin keeps above the latest oversleep.
+pub const SPIN_SLACK: Duration = Duration::from_micros(50);
 
 /// Packets sent later than this after their deadline count as late.
 pub const LATE_THRESHOLD: Duration = Duration::from_micros(50);
 
-/// Sleeps, then spins, until `deadline`; returns the instant it returned.
-pub fn wait_until(deadline: Instant) -> Instant {
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return now;
+/// Sends on time: sleeps until [`Pacer::margin`] before a deadline, then spins.
+///
+/// The margin adapts to the timer's wake-up latency: after every sleep it becomes at least the
+/// oversleep just seen plus [`SPIN_SLACK`] (at once), and otherwise decays by 1 % per sleep
+/// towards [`SPIN_MARGIN`], within [`MAX_SPIN_MARGIN`]. A fixed 200 µs margin was not enough on
+/// a shared VM: there, 2,000 sleeps of 800 µs at SCHED_FIFO overslept by a median 55 µs, a
+/// 99th percentile of 118 µs and a 99.9th of 723 µs, and `probe-bench --pacing-grid` found
+/// 7 of 15 trains at 1 Mbit/s and 6 of 15 at 10 Mbit/s badly paced (worst packets 2–3.4 ms
+/// late; docs/results.md, issue 19 session 10). One late wake-up raises the margin for the
+/// next ~150 sleeps, the rest of a train at least, at the cost of spinning that much longer
+/// per packet.
+#[derive(Clone, Debug)]
+pub struct Pacer {
+    margin: Duration,
+}
+
+impl Default for Pacer {
+    fn default() -> Self {
+        Pacer { margin: SPIN_MARGIN }
+    }
+}
+
+impl Pacer {
+    /// The stretch before a deadline that is spun now.
+    pub fn margin(&self) -> Duration {
+        self.margin
+    }
+
+    /// Sleeps, then spins, until `deadline`; returns the instant it returned.
+    pub fn wait_until(&mut self, deadline: Instant) -> Instant {
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return now;
+            }
+            let left = deadline - now;
+            if left > self.margin {
+                self.sleep(left - self.margin);
+            } else {
+                std::hint::spin_loop();
+            }
         }
-        let left = deadline - now;
-        if left > SPIN_MARGIN {
-            std::thread::sleep(left - SPIN_MARGIN);
-        } else {
-            std::hint::spin_loop();
-        }
+    }
+
+    /// Sleeps about `d` (the caller's own coarse waits) and learns from the wake-up.
+    pub fn sleep(&mut self, d: Duration) {
+        let asleep = Instant::now();
+        std::thread::sleep(d);
+        self.woke(asleep.elapsed().saturating_sub(d));
+    }
+
+    /// A sleep overslept by `late`.
+    pub fn woke(&mut self, late: Duration) {
+        let decayed = self.margin.mul_f64(0.99);
+        self.margin = (late + SPIN_SLACK).max(decayed).clamp(SPIN_MARGIN, MAX_SPIN_MARGIN);
     }
 }
 
@@ -263,13 +313,14 @@ mod tests {
         // On a shared 2-core machine a round can be preempted throughout (one round under a
         // load of 10 had a 1.25 ms median): the smallest median of three rounds is judged.
         let mut medians = Vec::new();
+        let mut pacer = Pacer::default();
         for _ in 0..3 {
             let start = Instant::now();
             let mut stats = SpacingStats::default();
             let mut errors = Vec::new();
             for i in 1..=50u32 {
                 let deadline = start + Duration::from_micros(300 * i as u64);
-                let actual = wait_until(deadline);
+                let actual = pacer.wait_until(deadline);
                 assert!(actual >= deadline);
                 stats.record(deadline, actual);
                 errors.push((actual - deadline).as_nanos() as u64);
@@ -282,6 +333,29 @@ mod tests {
         }
         let best = *medians.iter().min().unwrap();
         assert!(best < 50_000, "median errors {medians:?} ns");
+    }
+
+    #[test]
+    fn the_spin_margin_rises_with_a_late_wake_up_at_once_and_decays_slowly() {
+        let mut p = Pacer::default();
+        assert_eq!(p.margin(), SPIN_MARGIN);
+        p.woke(Duration::from_micros(10));
+        assert_eq!(p.margin(), SPIN_MARGIN, "a prompt wake-up keeps the least margin");
+        p.woke(Duration::from_micros(700));
+        assert_eq!(p.margin(), Duration::from_micros(750));
+        p.woke(Duration::from_micros(5));
+        assert_eq!(p.margin(), Duration::from_micros(750).mul_f64(0.99));
+        for _ in 0..100 {
+            p.woke(Duration::ZERO);
+        }
+        let m = p.margin().as_secs_f64() * 1e6;
+        assert!((270.0..=300.0).contains(&m), "{m} µs after 100 prompt wake-ups");
+        for _ in 0..200 {
+            p.woke(Duration::ZERO);
+        }
+        assert_eq!(p.margin(), SPIN_MARGIN);
+        p.woke(Duration::from_millis(30));
+        assert_eq!(p.margin(), MAX_SPIN_MARGIN, "never more than the cap");
     }
 
     #[test]
