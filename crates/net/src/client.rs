@@ -850,7 +850,9 @@ impl ProbeSession {
                     // The ladder (`Ladder`): coarse trains judged whole, the fine train cut at
                     // the deadline, at most one retry after the queue it built has drained.
                     let plan = auto_range_plan(options, top, smallest, largest);
-                    let mut ladder = Ladder::from_plan(plan, options.estimator.max_loss_fraction);
+                    // Every further train costs a round trip: with it the ladder may skip one.
+                    let mut ladder = Ladder::from_plan(plan, options.estimator.max_loss_fraction)
+                        .with_round_trip(dur(self.handshake_rtt));
                     let whole = EstimateOptions { judge_slack: None, ..options.clone() };
                     let mut sent: Vec<(QuickDesign, TrainReport)> = Vec::new();
                     let mut step = ladder.first()?;

@@ -365,13 +365,18 @@ impl AutoRange {
     /// [`fine_window`] asks. The shaper train keeps [`AutoRange::fine`]'s shape.
     pub fn fine_from_reading(&mut self, last: &QuickDesign, a0: Rate, spread: Rate) -> Result<Next, DesignError> {
         self.fine = true;
+        Ok(Next::Fine(self.reading_train(last, a0, spread)?))
+    }
+
+    /// The train [`AutoRange::fine_from_reading`] sends, without moving the planner on.
+    fn reading_train(&self, last: &QuickDesign, a0: Rate, spread: Rate) -> Result<QuickDesign, DesignError> {
         if self.fine_delta_p.is_some() {
-            return Ok(Next::Fine(self.fine(a0, last.resolution())?));
+            return self.fine(a0, last.resolution());
         }
         let two = spread.max(last.resolution()).bps().saturating_mul(2);
         let b_max = Rate((a0.bps().saturating_mul(2)).max(a0.bps().saturating_add(two)).min(self.top.bps()).max(1));
         let lo = (a0.bps() / 2).min(a0.bps().saturating_sub(two)).min(b_max.bps() / 4);
-        Ok(Next::Fine(self.fine_over(a0, Rate(lo), b_max)?))
+        self.fine_over(a0, Rate(lo), b_max)
     }
 
     /// After the fine train `fine` read `outcome`: one more fine train when it read a bound or
@@ -405,6 +410,19 @@ impl AutoRange {
             _ => Ok(None),
         }
     }
+}
+
+/// How long `design` probes above `a`: the time of its gaps whose rate exceeds `a` (Eq. 3), the
+/// busy time a reading of an available bandwidth `a` averages over.
+pub fn busy_time(design: &QuickDesign, a: Rate) -> Dur {
+    Dur(design.t_quick.0 * (2..=design.n).filter(|&i| design.rate_of(i) > a).count() as u64)
+}
+
+/// The bits `design` leaves queued at a FIFO whose cross traffic leaves `a` (the fluid probe
+/// rate model: each gap probing `r_i > a` adds `(r_i − a)·T_quick`).
+pub fn queue_built(design: &QuickDesign, a: Rate) -> f64 {
+    let t = design.t_quick.as_secs_f64();
+    (2..=design.n).map(|i| ((design.rate_of(i).bps() as f64 - a.bps() as f64) * t).max(0.0)).sum()
 }
 
 /// The queue a train built by its last received packet (its highest one-way delay above its
@@ -480,6 +498,8 @@ pub struct Ladder {
     capacity: Option<Rate>,
     /// The answer re-read from its busy gaps with that capacity ([`super::dispersion::refine`]).
     refined: Option<Outcome>,
+    /// The round trip to the server, when known ([`Ladder::with_round_trip`]).
+    round_trip: Option<Dur>,
 }
 
 /// Timestamp noise of one receive gap for the capacity vote: the socket client's delay floor
@@ -498,7 +518,7 @@ pub enum LadderStep {
 impl Ladder {
     /// A ladder with `plan`'s trains; `max_loss_fraction`: the estimator's loss limit.
     pub fn from_plan(plan: AutoRange, max_loss_fraction: f64) -> Ladder {
-        Ladder { plan, max_loss_fraction, rung: Rung::Coarse, sent: 0, capacity: None, refined: None }
+        Ladder { plan, max_loss_fraction, rung: Rung::Coarse, sent: 0, capacity: None, refined: None, round_trip: None }
     }
 
     /// The capacity the coarse trains' dispersion showed, if any.
@@ -563,11 +583,55 @@ impl Ladder {
             }
             _ if this == 0 && c.bps().saturating_mul(2) < design.b_max().bps() => {
                 let top = if c.bps() * 2 <= design.b_min().bps() { design.b_min() } else { Rate(c.bps() * 2) };
+                let coarse = self.plan.coarse(top)?;
+                if let Some(wide) = reading.and_then(|(a0, spread)| self.wide_instead(design, a0, spread, c, &coarse)) {
+                    self.plan.fine = true;
+                    return Ok(Some(Next::Fine(wide)));
+                }
                 self.plan.coarse_done += 1;
-                Ok(Some(Next::Coarse(self.plan.coarse(top)?)))
+                Ok(Some(Next::Coarse(coarse)))
             }
             _ => Ok(None),
         }
+    }
+
+    /// The first train's reading `a0 ± spread` was not sure, and the ladder would send
+    /// `coarse` around the capacity `c` next, then a fine train (two more round trips): the
+    /// fine train over the first reading's two spreads at once ([`AutoRange::fine_from_reading`]
+    /// applied to the first train), when the round trip is known and that train
+    /// - ends sooner than `coarse` + a round trip + the fine train after it (that fine train
+    ///   estimated from `coarse`'s expected reading: [`reading_spread`] over the time its rates
+    ///   lie above `a0`), and
+    /// - builds a queue of at most a quarter of the round trip at `c` if `A = a0`
+    ///   ([`queue_built`]).
+    ///
+    /// The queue bound is ours: the buffer is unknown, and a buffer of the path's
+    /// bandwidth-delay product (the usual sizing) then holds four times the queue expected; it
+    /// also bounds the delay the probe adds to other traffic by a fraction of its round trip.
+    /// At RTT 10 ms and 100 Mbit/s the second coarse train costs little and the bound mostly
+    /// refuses the wide train (the packet-level harness: docs/results.md, issue 19 session 10);
+    /// at RTT 100 ms it saves a round trip at 30–90 % load.
+    fn wide_instead(
+        &self,
+        first: &QuickDesign,
+        a0: Rate,
+        spread: Rate,
+        c: Rate,
+        coarse: &QuickDesign,
+    ) -> Option<QuickDesign> {
+        let rtt = self.round_trip?;
+        let wide = self.plan.reading_train(first, a0, spread).ok()?;
+        let then = self.plan.reading_train(coarse, a0, reading_spread(a0, c, busy_time(coarse, a0))).ok()?;
+        let ladder = coarse.train_length() + rtt + then.train_length();
+        let queue = queue_built(&wide, a0) / c.bps().max(1) as f64;
+        (wide.train_length() < ladder && queue <= rtt.as_secs_f64() / 4.0).then_some(wide)
+    }
+
+    /// The round trip to the server (the handshake's), which every further train costs: with it
+    /// the ladder may answer with one train fewer ([`Ladder::wide_instead`]).
+    pub fn with_round_trip(mut self, rtt: Dur) -> Ladder {
+        self.round_trip = Some(rtt);
+        self
     }
 
     /// The first train.
@@ -1105,5 +1169,47 @@ mod tests {
         let step = l.on_verdict(&ct, &below(&ct), &fluid_records(&ct, 100e6, 40e6)).unwrap();
         let LadderStep::Train { design: fine, whole: false, .. } = step else { panic!("{step:?}") };
         assert!(fine.b_min().as_mbps() < 40.0 && fine.b_max().as_mbps() > 40.0, "{fine:?}");
+    }
+
+    #[test]
+    fn with_a_long_round_trip_an_unsure_first_reading_leads_to_the_wide_fine_train_at_once() {
+        // 100 Mbit/s, a cross packet after every fifth probe packet: the first train's reading
+        // is not sure (as in the test above). Without a round trip, or with 10 ms (the wide
+        // train's queue would be more than 2.5 ms at C), one coarse train around C comes next.
+        let first_then = |rtt: Option<Dur>| {
+            let mut l = Ladder::from_plan(planner(), 0.2);
+            if let Some(rtt) = rtt {
+                l = l.with_round_trip(rtt);
+            }
+            let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
+            let below = estimate_of(Outcome::BelowRange { at_most: c1.b_min() }, c1.n, 0);
+            let step = l.on_verdict(&c1, &below, &fifo_records(&c1, 100e6, 5)).unwrap();
+            let LadderStep::Train { design, whole, .. } = step else { panic!("{step:?}") };
+            (design, whole, l)
+        };
+        let (_, whole, _) = first_then(None);
+        assert!(whole, "no round trip known: the coarse train around C");
+        let (_, whole, _) = first_then(Some(Dur::from_millis(10)));
+        assert!(whole, "RTT 10 ms: the coarse train around C");
+        // RTT 100 ms: the coarse train, a round trip and a fine train cost more than the wide
+        // fine train over the first reading's two spreads, whose queue stays within 25 ms.
+        let (wide, whole, mut l) = first_then(Some(Dur::from_millis(100)));
+        assert!(!whole, "RTT 100 ms: the fine train at once: {wide:?}");
+        let c = l.capacity().unwrap();
+        let queue = queue_built(&wide, Rate::from_mbps(60)) / c.bps() as f64;
+        assert!(queue <= 0.025, "{queue} s of queue at C");
+        let (coarse, _, _) = first_then(None);
+        assert!(wide.train_length() < coarse.train_length() + Dur::from_millis(100), "{wide:?} against {coarse:?}");
+        // Its answer is the estimate: no further train.
+        let e = estimate_of(Outcome::Estimate(Rate::from_mbps(60)), wide.n, 0);
+        assert_eq!(l.on_verdict(&wide, &e, &fluid_records(&wide, 100e6, 60e6)).unwrap(), LadderStep::Answer(1));
+        // The two quantities it weighs.
+        let d = planner().coarse(Rate::from_mbps(200)).unwrap();
+        assert_eq!(busy_time(&d, Rate::ZERO), d.train_length());
+        assert_eq!(busy_time(&d, d.b_max()), Dur::ZERO);
+        let q = queue_built(&d, Rate::from_mbps(100));
+        let by_hand: f64 =
+            (2..=d.n).map(|i| ((d.rate_of(i).as_mbps() - 100.0) * 1e6).max(0.0) * d.t_quick.as_secs_f64()).sum();
+        assert!((q - by_hand).abs() < 1.0 && q > 0.0, "{q} against {by_hand}");
     }
 }
