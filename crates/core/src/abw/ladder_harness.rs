@@ -300,14 +300,7 @@ fn fine_alone() {
                     }
                     errs[2].push(e(&own.map_or(o.clone(), |own| refine(o, &v.records, own, p))));
                 }
-                let show = |v: &[f64]| {
-                    let abs: Vec<f64> = v.iter().map(|e| if e.is_nan() { 100.0 } else { e.abs() }).collect();
-                    let (m, p) = med_p90(&abs);
-                    let ok: Vec<f64> = v.iter().cloned().filter(|e| !e.is_nan()).collect();
-                    let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
-                    let sd = (ok.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / ok.len().max(1) as f64).sqrt();
-                    format!("{m:>4.1}/{p:>5.1} bias {mean:>+4.1} sd {sd:>4.1}")
-                };
+                let show = signed_summary;
                 let off = if off.is_empty() { f64::NAN } else { med_p90(&off).0 };
                 println!(
                     "C {:>3} load {load:.1} A0 x{factor:.1} len {:>6.1} ms | fit {} | true C {} | own C {} (found {found}/{runs}, median |C err| {off:.1} %)",
@@ -319,6 +312,64 @@ fn fine_alone() {
                 );
             }
         }
+    }
+}
+
+/// Signed errors (% of C; NaN: no estimate, counted as 100 % off): median / p90 of |error|,
+/// the mean (bias) and standard deviation of the estimates.
+fn signed_summary(v: &[f64]) -> String {
+    let abs: Vec<f64> = v.iter().map(|e| if e.is_nan() { 100.0 } else { e.abs() }).collect();
+    let (m, p) = med_p90(&abs);
+    let ok: Vec<f64> = v.iter().cloned().filter(|e| !e.is_nan()).collect();
+    let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
+    let sd = (ok.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / ok.len().max(1) as f64).sqrt();
+    format!("{m:>4.1}/{p:>5.1} bias {mean:>+4.1} sd {sd:>4.1}")
+}
+
+/// The paper's fixed train (`headroom probe --bmax 12Mbps`: 0.48–12 Mbit/s, `P_1` 48 B, `ΔP`
+/// 12 B, 122 packets) on a 12 Mbit/s path, 26 ms each way, 100-packet buffer (issue 19, session
+/// 10): `cargo test --release -p headroom-core abw::ladder_harness::fixed_alone -- --ignored
+/// --nocapture` (`LADDER_RUNS`, default 300). The client's fit, and the fit re-read with the
+/// capacity of the train's own dispersion (what the socket client answers since session 10).
+#[test]
+#[ignore]
+fn fixed_alone() {
+    use super::dispersion::{capacity, refine};
+    use super::pathquick::QuickSpec;
+    use crate::units::Rate;
+    let runs = ladder_runs(300);
+    let c = 12e6;
+    let d = QuickSpec {
+        b_max: Some(Rate(c as u64)),
+        p_n: Some(Bytes(1500)),
+        p_1: Some(Bytes(48)),
+        delta_p: Some(Bytes(12)),
+        max_size: Bytes(1500),
+        min_size: Bytes(48),
+        ..QuickSpec::default()
+    }
+    .solve()
+    .expect("the paper's train");
+    for load in [0.0, 0.25, 0.5, 0.75] {
+        let a = c * (1.0 - load);
+        let mut path = Path::new(c, c * load, 100, 0.026, 7);
+        let (mut fit, mut own, mut found) = (Vec::new(), Vec::new(), 0);
+        let mut t = 1.0;
+        for _ in 0..runs {
+            let v = run_train(&mut path, &d, t, true, client_estimator());
+            t = v.judgement.decided_at.0 as f64 / 1e9 + 0.3;
+            let e = |o: &Outcome| o.value().map_or(f64::NAN, |r| 100.0 * (r.bps() as f64 - a) / c);
+            let o = &v.estimate.outcome;
+            fit.push(e(o));
+            let cap = capacity(&v.records, super::autorange::DISPERSION_NOISE);
+            found += cap.is_some() as u32;
+            own.push(e(&cap.map_or(o.clone(), |cap| refine(o, &v.records, cap, v.estimate.probed))));
+        }
+        println!(
+            "C 12 load {load:.2}: fit {} | own C {} (found {found}/{runs})",
+            signed_summary(&fit),
+            signed_summary(&own)
+        );
     }
 }
 
