@@ -787,7 +787,7 @@ fn pacer(
         let count = a.job.schedule.len() as u16;
         let pkt = encode_probe(&mut buf, payload, a.job.train, a.next as u16, count, offset);
         a.spacing.record(deadline, sent_at);
-        if sent_at > deadline + slip_threshold(&a.job.schedule, a.next) {
+        if sent_at > deadline + SLIP_THRESHOLD {
             a.slip += sent_at - deadline;
         }
         match sock.send_to(pkt, a.job.peer) {
@@ -807,24 +807,9 @@ fn pacer(
     }
 }
 
-/// Lateness from which the rest of a train is shifted rather than sent in a hurry, at most.
+/// Lateness from which the rest of a train is shifted rather than sent in a hurry. A gap is
+/// thus never more than this shorter than designed.
 const SLIP_THRESHOLD: Duration = Duration::from_micros(20);
-
-/// Lateness of packet `next` from which the rest of its train is shifted: [`SLIP_THRESHOLD`],
-/// or a tenth of the gap to the packet after it if less. A packet sent later than this would
-/// shorten that gap, so no gap is more than a tenth shorter than designed (it probes at most
-/// 1.11 times its rate). With 20 µs for every gap, a 24 µs gap at 500 Mbit/s could shrink to
-/// 4 µs: on the testbed some fine trains went out at 1,000–1,660 Mbit/s for a gap (issue 19,
-/// session 9), and a link at the train's top rate kept the queue such a pair built.
-fn slip_threshold(schedule: &[TrainPacket], next: usize) -> Duration {
-    match schedule.get(next + 1) {
-        Some(after) => {
-            let gap = after.offset.0.saturating_sub(schedule[next].offset.0);
-            SLIP_THRESHOLD.min(Duration::from_nanos(gap / 10))
-        }
-        None => SLIP_THRESHOLD,
-    }
-}
 
 /// Sends a train's END (what was sent, and how well paced) and frees its client's slot; with
 /// `log`, writes the session's line (`ended` says how the train ended).
@@ -866,22 +851,6 @@ mod tests {
 
     fn refused_by(p: &TrainParams, config: &ServerConfig) -> Option<CapKind> {
         check_train(p, config, 28).err().and_then(|r| r.cap).map(|c| c.kind)
-    }
-
-    #[test]
-    fn a_late_packet_shifts_its_train_before_it_can_shorten_a_gap_by_a_tenth() {
-        let at = |us: u64| TrainPacket { offset: Dur::from_micros(us), size: Bytes(1500) };
-        // 24 µs gaps (1,500 B at 500 Mbit/s): 2.4 µs; 1 ms gaps: the 20 µs cap; the last packet
-        // shortens no gap.
-        let fast = [at(0), at(24), at(48)];
-        assert_eq!(slip_threshold(&fast, 0), Duration::from_nanos(2_400));
-        let slow = [at(0), at(1000), at(2000)];
-        assert_eq!(slip_threshold(&slow, 1), SLIP_THRESHOLD);
-        assert_eq!(slip_threshold(&slow, 2), SLIP_THRESHOLD);
-        // A chirp's shrinking gaps: each packet's own next gap.
-        let chirp = [at(0), at(500), at(600), at(620)];
-        assert_eq!(slip_threshold(&chirp, 1), Duration::from_micros(10));
-        assert_eq!(slip_threshold(&chirp, 2), Duration::from_micros(2));
     }
 
     #[test]
