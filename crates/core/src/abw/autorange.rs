@@ -350,6 +350,11 @@ impl AutoRange {
             ))),
             // Above a lower coarse train (the one above it read below range): around its top.
             Outcome::AboveRange { at_least } if self.coarse_done > 1 => fine_at(*at_least),
+            // A lower coarse train that said nothing (badly paced): still below the rung above,
+            // so around this train's top, not the ladder's (on the testbed at 10 Mbit/s a fine
+            // train at the 500 Mbit/s top after such a rung lost 779 of 884 packets, and the
+            // retry after it 773 of 939; issue 19 session 10).
+            Outcome::Inconclusive { .. } if self.coarse_done > 1 => fine_at(last.b_max()),
             Outcome::AboveRange { .. } | Outcome::Inconclusive { .. } => fine_at(self.top),
         };
         self.fine = true;
@@ -460,7 +465,10 @@ enum Rung {
 ///    fills 100 packets with probability about 0.9¹⁰⁰); in the no-testbed harness at 10 Mbit/s
 ///    with 9 Mbit/s of cross traffic, coarse trains that lost 7–22 of 31 packets were
 ///    "inconclusive", and the fine train at the 500 Mbit/s top that followed read
-///    171–176 Mbit/s (issue 19, session 7). An estimate with losses stays an estimate.
+///    171–176 Mbit/s (issue 19, session 7). An estimate with losses stays an estimate. The
+///    first train judged inconclusive without overflowing (badly paced: on a shared VM its 24 µs
+///    gaps are at the pacer's limit) is sent once more; a lower rung judged so leads to a fine
+///    train around its own top, not the ladder's (issue 19, session 10).
 /// 2. The fine train, cut at the client's deadline. It is the answer unless it read a bound,
 ///    or was inconclusive after losing more than the estimator's loss limit (a buffer
 ///    overflow; "above range" with a packet lost counts as one, retried below, not above: on
@@ -500,6 +508,9 @@ pub struct Ladder {
     refined: Option<Outcome>,
     /// The round trip to the server, when known ([`Ladder::with_round_trip`]).
     round_trip: Option<Dur>,
+    /// Which train is the first coarse train: 0, or 1 once it was sent again after an
+    /// inconclusive verdict.
+    first: usize,
 }
 
 /// Timestamp noise of one receive gap for the capacity vote: the socket client's delay floor
@@ -518,7 +529,16 @@ pub enum LadderStep {
 impl Ladder {
     /// A ladder with `plan`'s trains; `max_loss_fraction`: the estimator's loss limit.
     pub fn from_plan(plan: AutoRange, max_loss_fraction: f64) -> Ladder {
-        Ladder { plan, max_loss_fraction, rung: Rung::Coarse, sent: 0, capacity: None, refined: None, round_trip: None }
+        Ladder {
+            plan,
+            max_loss_fraction,
+            rung: Rung::Coarse,
+            sent: 0,
+            capacity: None,
+            refined: None,
+            round_trip: None,
+            first: 0,
+        }
     }
 
     /// The capacity the coarse trains' dispersion showed, if any.
@@ -578,10 +598,10 @@ impl Ladder {
             .map(|(a, busy)| (a.min(c), reading_spread(a.min(c), c, busy)));
         let sure = |(a0, spread): &(Rate, Rate)| spread.bps() <= a0.bps() / 4;
         match reading {
-            Some((a0, spread)) if this > 0 || sure(&(a0, spread)) => {
+            Some((a0, spread)) if this != self.first || sure(&(a0, spread)) => {
                 Ok(Some(self.plan.fine_from_reading(design, a0, spread)?))
             }
-            _ if this == 0 && c.bps().saturating_mul(2) < design.b_max().bps() => {
+            _ if this == self.first && c.bps().saturating_mul(2) < design.b_max().bps() => {
                 let top = if c.bps() * 2 <= design.b_min().bps() { design.b_min() } else { Rate(c.bps() * 2) };
                 let coarse = self.plan.coarse(top)?;
                 if let Some(wide) = reading.and_then(|(a0, spread)| self.wide_instead(design, a0, spread, c, &coarse)) {
@@ -675,6 +695,13 @@ impl Ladder {
                 // whatever the fit said ("The ranging reading" in the module doc).
                 if let Some(next) = self.ranging_reading(this, design, estimate, records)? {
                     return Ok(self.step(next));
+                }
+                // The first train judged inconclusive without overflowing (badly paced, or cut
+                // short): it says nothing, and a fine train at the top on its word overflows any
+                // slow path. It is sent once more (1.6 ms and a round trip).
+                if this == 0 && matches!(estimate.outcome, Outcome::Inconclusive { .. }) && !self.overflowed(estimate) {
+                    self.first = 1;
+                    return Ok(self.train(*design, true, Dur::ZERO));
                 }
                 let outcome = match estimate.outcome {
                     Outcome::Inconclusive { .. } | Outcome::AboveRange { .. } if self.overflowed(estimate) => {
@@ -798,7 +825,8 @@ mod tests {
         assert!(!down(&above, |_| 0), "above range, nothing lost: the fine train at the top");
         // Inconclusive after losing more than the loss limit: an overflow, below range.
         assert!(down(&lost, |n| n / 3), "overflowed");
-        assert!(!down(&lost, |_| 0), "inconclusive otherwise: the fine train at the top");
+        // Inconclusive otherwise (badly paced): sent once more, then the fine train at the top
+        // (an_inconclusive_first_train_is_sent_again_and_an_inconclusive_lower_rung_leads_around_its_top).
         // An estimate with a loss stays an estimate (the fine train around it).
         assert!(!down(&estimate, |_| 1), "estimate");
     }
@@ -985,6 +1013,41 @@ mod tests {
             let Some(Next::Fine(f)) = p.next(&c, &o).unwrap() else { panic!() };
             assert!(f.b_max() <= DEFAULT_TOP && f.b_max().as_mbps() > 490.0, "{}", f.b_max());
         }
+    }
+
+    #[test]
+    fn an_inconclusive_first_train_is_sent_again_and_an_inconclusive_lower_rung_leads_around_its_top() {
+        // The first train badly paced (inconclusive, nothing lost): sent once more, not
+        // answered with a fine train at the 500 Mbit/s top.
+        let mut l = Ladder::from_plan(planner(), 0.2);
+        let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
+        let badly_paced = estimate_of(Outcome::Inconclusive { reason: "badly paced".into() }, c1.n, 0);
+        let step = l.on_verdict(&c1, &badly_paced, &as_sent(&c1)).unwrap();
+        assert_eq!(step, LadderStep::Train { design: c1, whole: true, wait: Dur::ZERO });
+        // Once only: a second inconclusive verdict leads on as before (the fine train at the top).
+        let step = l.on_verdict(&c1, &badly_paced, &as_sent(&c1)).unwrap();
+        let LadderStep::Train { design: fine, whole: false, .. } = step else { panic!("{step:?}") };
+        assert!(fine.b_max().as_mbps() > 490.0, "{fine:?}");
+        // Sent again, the first train's reading is still the first train's (a later coarse
+        // train's reading would lead to the fine train whatever its spread): at 100 Mbit/s with
+        // a cross packet after every fifth probe packet, one coarse train around C comes next.
+        let mut l = Ladder::from_plan(planner(), 0.2);
+        let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
+        l.on_verdict(&c1, &badly_paced, &as_sent(&c1)).unwrap();
+        let below = estimate_of(Outcome::BelowRange { at_most: c1.b_min() }, c1.n, 0);
+        let step = l.on_verdict(&c1, &below, &fifo_records(&c1, 100e6, 5)).unwrap();
+        let LadderStep::Train { design: ct, whole: true, .. } = step else { panic!("{step:?}") };
+        assert!((ct.b_max().as_mbps() - 200.0).abs() < 3.0, "{ct:?}");
+        // A lower rung that said nothing: below the rung above it, so around its own top.
+        let mut p = planner();
+        let Next::Coarse(c1) = p.first().unwrap() else { panic!() };
+        let Some(Next::Coarse(c2)) = p.next(&c1, &Outcome::BelowRange { at_most: c1.b_min() }).unwrap() else {
+            panic!()
+        };
+        let Some(Next::Fine(f)) = p.next(&c2, &Outcome::Inconclusive { reason: "badly paced".into() }).unwrap() else {
+            panic!()
+        };
+        assert!(f.b_max().as_mbps() <= 2.1 * c2.b_max().as_mbps() && f.b_min() < c2.b_max(), "{f:?} after {c2:?}");
     }
 
     #[test]
