@@ -465,10 +465,12 @@ enum Rung {
 ///    fills 100 packets with probability about 0.9¹⁰⁰); in the no-testbed harness at 10 Mbit/s
 ///    with 9 Mbit/s of cross traffic, coarse trains that lost 7–22 of 31 packets were
 ///    "inconclusive", and the fine train at the 500 Mbit/s top that followed read
-///    171–176 Mbit/s (issue 19, session 7). An estimate with losses stays an estimate. The
-///    first train judged inconclusive without overflowing (badly paced: on a shared VM its 24 µs
-///    gaps are at the pacer's limit) is sent once more; a lower rung judged so leads to a fine
-///    train around its own top, not the ladder's (issue 19, session 10).
+///    171–176 Mbit/s (issue 19, session 7). An estimate with losses stays an estimate. A coarse
+///    train judged inconclusive without overflowing (badly paced: on a shared VM the first
+///    train's 24 µs gaps are at the pacer's limit) still shows the capacity and a reading from
+///    its receive gaps when it queued; the first train that shows neither is sent once more, and
+///    a lower rung judged so leads to a fine train around its own top, not the ladder's (issue
+///    19, session 10).
 /// 2. The fine train, cut at the client's deadline. It is the answer unless it read a bound,
 ///    or was inconclusive after losing more than the estimator's loss limit (a buffer
 ///    overflow; "above range" with a packet lost counts as one, retried below, not above: on
@@ -564,6 +566,13 @@ impl Ladder {
         LadderStep::Train { design, whole, wait }
     }
 
+    /// Was the judged train inconclusive for a reason other than overflowing the buffer (badly
+    /// paced, mostly)? Its verdict says nothing; its receive gaps may still show the capacity
+    /// and, with it, a reading.
+    fn said_nothing(&self, e: &TrainEstimate) -> bool {
+        matches!(e.outcome, Outcome::Inconclusive { .. }) && !self.overflowed(e)
+    }
+
     /// Did the judged train overflow the buffer? "Above range" with any packet lost (a train
     /// that never queued cannot have lost to a full queue of its own), or more losses than the
     /// estimator's limit.
@@ -589,7 +598,8 @@ impl Ladder {
         estimate: &TrainEstimate,
         records: &[ProbeRecord],
     ) -> Result<Option<Next>, DesignError> {
-        let queued = matches!(estimate.outcome, Outcome::Estimate(_) | Outcome::BelowRange { .. });
+        let queued = matches!(estimate.outcome, Outcome::Estimate(_) | Outcome::BelowRange { .. })
+            || self.said_nothing(estimate);
         let Some(c) = self.capacity.filter(|_| queued && estimate.shaper.is_none() && !self.overflowed(estimate))
         else {
             return Ok(None);
@@ -683,10 +693,13 @@ impl Ladder {
                 if estimate.shaper.is_some() && matches!(estimate.outcome, Outcome::Estimate(_)) {
                     return Ok(LadderStep::Answer(this));
                 }
-                // A coarse train that queued (an estimate, or below range) shows the capacity.
+                // A coarse train that queued (an estimate, or below range) shows the capacity; so
+                // may one judged inconclusive without overflowing (badly paced: its receive gaps
+                // behind a busy queue do not depend on the pacing).
                 if self.capacity.is_none()
                     && estimate.shaper.is_none()
-                    && matches!(estimate.outcome, Outcome::Estimate(_) | Outcome::BelowRange { .. })
+                    && (matches!(estimate.outcome, Outcome::Estimate(_) | Outcome::BelowRange { .. })
+                        || self.said_nothing(estimate))
                 {
                     self.capacity = super::dispersion::capacity(records, DISPERSION_NOISE);
                     self.plan.capacity = self.capacity;
@@ -696,10 +709,10 @@ impl Ladder {
                 if let Some(next) = self.ranging_reading(this, design, estimate, records)? {
                     return Ok(self.step(next));
                 }
-                // The first train judged inconclusive without overflowing (badly paced, or cut
-                // short): it says nothing, and a fine train at the top on its word overflows any
-                // slow path. It is sent once more (1.6 ms and a round trip).
-                if this == 0 && matches!(estimate.outcome, Outcome::Inconclusive { .. }) && !self.overflowed(estimate) {
+                // The first train judged inconclusive without overflowing (badly paced) and no
+                // reading from its gaps: it says nothing, and a fine train at the top on its word
+                // overflows any slow path. It is sent once more (1.6 ms and a round trip).
+                if this == 0 && self.said_nothing(estimate) {
                     self.first = 1;
                     return Ok(self.train(*design, true, Dur::ZERO));
                 }
@@ -1038,6 +1051,14 @@ mod tests {
         let step = l.on_verdict(&c1, &below, &fifo_records(&c1, 100e6, 5)).unwrap();
         let LadderStep::Train { design: ct, whole: true, .. } = step else { panic!("{step:?}") };
         assert!((ct.b_max().as_mbps() - 200.0).abs() < 3.0, "{ct:?}");
+        // A badly paced first train that queued needs no second try: its gaps show C and the
+        // ladder goes on from its reading (the same coarse train around C).
+        let mut l = Ladder::from_plan(planner(), 0.2);
+        let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
+        let step = l.on_verdict(&c1, &badly_paced, &fifo_records(&c1, 100e6, 5)).unwrap();
+        let LadderStep::Train { design: ct, whole: true, .. } = step else { panic!("{step:?}") };
+        assert!((ct.b_max().as_mbps() - 200.0).abs() < 3.0, "{ct:?}");
+        assert!((l.capacity().unwrap().as_mbps() - 100.0).abs() < 1.0, "{:?}", l.capacity());
         // A lower rung that said nothing: below the rung above it, so around its own top.
         let mut p = planner();
         let Next::Coarse(c1) = p.first().unwrap() else { panic!() };
