@@ -44,8 +44,9 @@ pub struct Spacing {
     pub received: usize,
     /// `size·8 / rate`.
     pub ideal: Dur,
-    /// Median and 99th percentile of |gap − ideal|.
+    /// Median, 90th and 99th percentile of |gap − ideal|.
     pub median_error: Dur,
+    pub p90_error: Dur,
     pub p99_error: Dur,
     /// The rate over the flood at the receiver: (received − 1)·size·8 / (last − first arrival).
     pub received_rate: Rate,
@@ -73,10 +74,10 @@ impl Spacing {
 }
 
 /// The gap statistics of arrival times `t_ns` (in arrival order) against `ideal`.
-pub fn gap_errors(t_ns: &[u64], ideal: Dur) -> (Dur, Dur) {
+pub fn gap_errors(t_ns: &[u64], ideal: Dur) -> (Dur, Dur, Dur) {
     let errs: Sorted = t_ns.windows(2).map(|w| (w[1] as f64 - w[0] as f64 - ideal.0 as f64).abs()).collect();
     let at = |q| Dur(errs.quantile(q).unwrap_or(0.0).round() as u64);
-    (at(0.5), at(0.99))
+    (at(0.5), at(0.9), at(0.99))
 }
 
 /// Floods `packets` datagrams of `size` IP bytes through a fresh exact link of `rate`.
@@ -129,7 +130,7 @@ pub fn link_spacing(rate: Rate, size: usize, packets: u32) -> Result<Spacing> {
     let own_drops = c.own_drops() + tb.tun_drops()?.0;
     tb.down()?;
     let ideal = Bytes(size as u64).time_at(rate);
-    let (median_error, p99_error) = gap_errors(&times, ideal);
+    let (median_error, p90_error, p99_error) = gap_errors(&times, ideal);
     let received_rate = match (times.first(), times.last()) {
         (Some(a), Some(z)) if z > a => Bytes(((times.len() - 1) * size) as u64).per(Dur(z - a)),
         _ => Rate::ZERO,
@@ -141,6 +142,7 @@ pub fn link_spacing(rate: Rate, size: usize, packets: u32) -> Result<Spacing> {
         received: times.len(),
         ideal,
         median_error,
+        p90_error,
         p99_error,
         received_rate,
         own_drops,
@@ -158,8 +160,11 @@ mod tests {
     fn gap_errors_of_a_jittered_train() {
         // ideal 100 ns; gaps 100, 110, 90, 100, 150
         let t = [0, 100, 210, 300, 400, 550];
-        let (med, p99) = gap_errors(&t, Dur(100));
+        let (med, p90, p99) = gap_errors(&t, Dur(100));
         assert_eq!(med, Dur(10));
-        assert_eq!(p99, Dur(50));
+        assert_eq!((p90, p99), (Dur(50), Dur(50)));
+        // eleven gaps 100 + 0..=10 ns: the order statistics 5, 9 and 10
+        let t: Vec<u64> = (0..=11u64).scan(0, |at, i| Some(std::mem::replace(at, *at + 100 + i))).collect();
+        assert_eq!(gap_errors(&t, Dur(100)), (Dur(5), Dur(9), Dur(10)));
     }
 }
