@@ -6,7 +6,8 @@
 //!
 //! UDP datagrams carry a 20-byte header: sequence number (u64), send time (u64, ns of
 //! `CLOCK_MONOTONIC`, shared by all namespaces, so one-way delays are exact) and a flow id
-//! (u32), all big-endian, padded to the configured size. Sizes and rates count IP bytes
+//! (u32), all big-endian, padded to the configured size; a datagram with room for it then
+//! carries its scheduled send time (u64), so a receiver can tell the generator's lateness. Sizes and rates count IP bytes
 //! (payload + 28 bytes of IP and UDP headers), the same bytes the bottleneck's tbf counts.
 //!
 //! The generator keeps an absolute schedule (`t_k = t_0 + sum of gaps`): a late wake-up sends
@@ -34,6 +35,8 @@ use crate::sys;
 pub const IP_UDP_OVERHEAD: usize = 28;
 /// Our datagram header bytes.
 pub const UDP_HEADER: usize = 20;
+/// Our header with the scheduled send time after it.
+pub const UDP_HEADER_WITH_DUE: usize = UDP_HEADER + 8;
 /// Smallest IP packet size the generator sends.
 pub const MIN_UDP_SIZE: usize = IP_UDP_OVERHEAD + UDP_HEADER;
 
@@ -155,6 +158,9 @@ fn udp_send_loop(
         wait_until_ns(&mut pacer, due);
         buf[0..8].copy_from_slice(&seq.to_be_bytes());
         buf[8..16].copy_from_slice(&sys::now_ns().to_be_bytes());
+        if let Some(at) = buf.get_mut(UDP_HEADER..UDP_HEADER_WITH_DUE) {
+            at.copy_from_slice(&due.to_be_bytes());
+        }
         match sock.send_to(&buf, g.dst) {
             Ok(_) => {
                 rep.packets += 1;
@@ -210,6 +216,9 @@ pub struct UdpRecvReport {
     pub delays_ns: Vec<u64>,
     /// Arrival times in ns, in arrival order (kept when asked for).
     pub arrivals_ns: Vec<u64>,
+    /// Send time − scheduled send time in ns, in arrival order (kept with the arrival times,
+    /// for datagrams that carry their schedule).
+    pub lateness_ns: Vec<u64>,
 }
 
 impl UdpRecvReport {
@@ -266,6 +275,10 @@ pub fn udp_receive(
                 rep.delays_ns.push(now.saturating_sub(sent));
                 if keep_arrivals {
                     rep.arrivals_ns.push(now);
+                    if let Some(at) = buf.get(UDP_HEADER..UDP_HEADER_WITH_DUE).filter(|_| n >= UDP_HEADER_WITH_DUE) {
+                        let due = u64::from_be_bytes(at.try_into().unwrap_or_default());
+                        rep.lateness_ns.push(sent.saturating_sub(due));
+                    }
                 }
                 if let Some(c) = counters {
                     c.packets.fetch_add(1, Ordering::Relaxed);

@@ -214,24 +214,26 @@ fn poisson_generator_rate_is_within_2_percent() {
     let recv_rate = Bytes(got.bytes).per(sent.duration);
     let recv_err = recv_rate.as_mbps() / target.as_mbps() - 1.0;
     // send times (arrival minus one-way delay): the generator's own gaps, before the delay box
-    // batches arrivals
-    let mut sends: Vec<u64> = got.arrivals_ns.iter().zip(&got.delays_ns).map(|(a, d)| a - d).collect();
+    // batches arrivals; each with its lateness behind the schedule
+    assert_eq!(got.lateness_ns.len(), got.arrivals_ns.len(), "1000-byte datagrams carry their schedule");
+    let mut sends: Vec<(u64, u64)> =
+        got.arrivals_ns.iter().zip(&got.delays_ns).zip(&got.lateness_ns).map(|((a, d), l)| (a - d, *l)).collect();
     sends.sort_unstable();
-    let gaps: Vec<f64> = sends.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+    let gaps: Vec<f64> = sends.windows(2).map(|w| (w[1].0 - w[0].0) as f64).collect();
     let mean = stats::mean(&gaps).expect("no gaps");
-    let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
-    let cv = var.sqrt() / mean;
-    let small = gaps.iter().filter(|g| **g < 10_000.0).count() as f64 / gaps.len() as f64;
+    let on_time = |l: u64| l <= 50_000;
+    let punctual = sends.iter().filter(|s| on_time(s.1)).count() as f64 / sends.len() as f64;
     let sorted = Sorted::from(&gaps[..]);
+    let late = Sorted::from(&sends.iter().map(|s| s.1 as f64).collect::<Vec<_>>()[..]);
     println!(
-        "send gaps: mean {mean:.0} ns, median {:.0} ns, max {:.0} ns, under 10 us {:.3} (exponential: {:.3})",
+        "send gaps: mean {mean:.0} ns, median {:.0} ns, max {:.0} ns; lateness median {:.0} ns, p99 {:.0} ns; sent within 50 us of schedule {punctual:.3}",
         median_of(&sorted),
         sorted[sorted.len() - 1],
-        small,
-        1.0 - (-10_000.0 / mean).exp()
+        median_of(&late),
+        late.quantile(0.99).unwrap_or(0.0),
     );
     println!(
-        "Poisson 100 Mbit/s: sent {:.3} Mbit/s ({:+.2}%), received {:.3} Mbit/s ({:+.2}%), {} pkts, gap CV {cv:.3}",
+        "Poisson 100 Mbit/s: sent {:.3} Mbit/s ({:+.2}%), received {:.3} Mbit/s ({:+.2}%), {} pkts",
         sent.rate().as_mbps(),
         100.0 * send_err,
         recv_rate.as_mbps(),
@@ -240,17 +242,23 @@ fn poisson_generator_rate_is_within_2_percent() {
     );
     assert!(send_err.abs() < 0.02, "sent rate off by {:.2}%", 100.0 * send_err);
     assert!(recv_err.abs() < 0.02, "received rate off by {:.2}%", 100.0 * recv_err);
-    // exponential gaps: median = ln 2 x mean (CBR would give 1). The median is robust to the
-    // bursts a preempted sender makes on a loaded machine, which inflate the CV.
-    let median_ratio = median_of(&sorted) / mean;
-    assert!((0.5..0.85).contains(&median_ratio), "gaps are not exponential: median/mean {median_ratio:.3}");
-    // CV over gaps below 20x the mean (an exponential gap exceeds that with probability e^-20;
-    // longer ones are stalls of the VM or RT throttling, which one sample would let dominate)
-    let kept: Vec<f64> = gaps.iter().copied().filter(|g| *g < 20.0 * mean).collect();
+    // The pacer: most packets leave on their schedule (a generator that slept to the jiffy, or
+    // sent in bursts, would have almost none on time). A packet behind it leaves at once, and
+    // those after it in a catch-up burst; the VM's stolen milliseconds (seen as 5–24 ms stalls
+    // on the development machine) make such bursts, which a shape test over every gap blamed
+    // on the generator: 0.70–0.96 of the packets were on time in 15 runs there, so half is the
+    // bound.
+    assert!(punctual > 0.5, "only {punctual:.3} of the packets left within 50 us of their schedule");
+    // The gaps between packets that both left on time are the schedule's: exponential, so
+    // median = ln 2 x mean (CBR would give 1) and CV 1.
+    let kept: Vec<f64> =
+        sends.windows(2).filter(|w| on_time(w[0].1) && on_time(w[1].1)).map(|w| (w[1].0 - w[0].0) as f64).collect();
     let kmean = stats::mean(&kept).expect("no gaps");
     let kcv = (kept.iter().map(|g| (g - kmean).powi(2)).sum::<f64>() / kept.len() as f64).sqrt() / kmean;
-    println!("CV without {} stalls: {kcv:.3}", gaps.len() - kept.len());
-    assert!((0.85..1.2).contains(&kcv), "gaps are not exponential: CV {kcv:.3}");
+    let median_ratio = median_of(&Sorted::from(&kept[..])) / kmean;
+    println!("{} gaps between punctual packets: mean {kmean:.0} ns, median/mean {median_ratio:.3} (ln 2 = 0.693), CV {kcv:.3}", kept.len());
+    assert!((0.6..0.8).contains(&median_ratio), "gaps are not exponential: median/mean {median_ratio:.3}");
+    assert!((0.9..1.1).contains(&kcv), "gaps are not exponential: CV {kcv:.3}");
     tb.down().unwrap();
 }
 
