@@ -21,12 +21,8 @@
 //! 2. Packets leave in release-time order (a binary heap; ties in arrival order, so packets of
 //!    one flow, which all get the same delay, are never reordered).
 //! 3. Between packets the thread sleeps in `ppoll` on the input device with a 1 ns timer slack,
-//!    waking up a margin before the next release and spinning the rest, which gives
-//!    microsecond-accurate release without burning a core when idle. The margin is at least
-//!    `spin` and follows the timer's wake-up latency as the probe's pacer does
-//!    ([`headroom_net::timing::Pacer`], capped at [`MAX_SPIN_NS`]): on a shared VM whose
-//!    real-time wake-ups came 55 µs late in the median, a fixed 20 µs margin released the packets
-//!    of a 20 Mbit/s flood 70–200 µs late on average (issue 19, session 11). The threads run at
+//!    waking up `spin` before the next release and spinning the rest, which gives
+//!    microsecond-accurate release without burning a core when idle. The threads run at
 //!    SCHED_FIFO priority 10, so compilers or test traffic on a 2-core machine do not delay
 //!    releases by milliseconds.
 //!
@@ -73,11 +69,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use headroom_core::rng::Rng;
 use headroom_core::{Dur, Rate};
-use headroom_net::timing::Pacer;
 
 use crate::sys;
 use crate::topology::{Buffer, InLinkCross};
@@ -87,10 +81,6 @@ use crate::topology::{Buffer, InLinkCross};
 pub const REALTIME_PRIORITY: i32 = 10;
 /// Default spin before a release (the RT thread wakes from ppoll within a few µs).
 pub const DEFAULT_SPIN_NS: u64 = 20_000;
-/// The longest margin the line's wake-up latency can raise its spin to. A real-time thread
-/// that spins through nearly all its time is throttled by the kernel (`sched_rt_runtime_us`),
-/// so the line spins at most this much of each wait.
-pub const MAX_SPIN_NS: u64 = 500_000;
 /// Packets the delay line holds at most per direction.
 pub const MAX_HELD: usize = 1 << 20;
 /// Longest sleep between checks of the stop flag.
@@ -109,8 +99,7 @@ pub struct LineConfig {
     pub seed: u64,
     /// Extra one-way delay of packets from or to these hosts.
     pub extra: HashMap<Ipv4Addr, Dur>,
-    /// Spin at least this long before a release instead of sleeping; zero means
-    /// [`DEFAULT_SPIN_NS`].
+    /// Spin this long before a release instead of sleeping; zero means [`DEFAULT_SPIN_NS`].
     pub spin: Dur,
     /// Run the line's thread at real-time priority [`REALTIME_PRIORITY`] (SCHED_FIFO) so that
     /// other load on the machine does not delay releases.
@@ -586,7 +575,6 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, ct
     let (inp, out) = (input.as_raw_fd(), output.as_raw_fd());
     let delay = cfg.delay.as_nanos();
     let spin = if cfg.spin.0 == 0 { DEFAULT_SPIN_NS } else { cfg.spin.as_nanos() };
-    let mut pacer = Pacer::with_floor(Duration::from_nanos(spin)).with_cap(Duration::from_nanos(MAX_SPIN_NS));
     let mut rng = Rng::new(cfg.seed);
     let mut heap: BinaryHeap<Held> = BinaryHeap::new();
     let mut pool: Vec<Vec<u8>> = Vec::new();
@@ -687,14 +675,8 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, ct
         }
         // 3. wait for the next arrival or release
         let wait = heap.peek().map_or(IDLE_NS, |h| h.release.saturating_sub(now)).min(IDLE_NS);
-        let margin = pacer.margin().as_nanos() as u64;
-        if wait > margin {
-            let asleep = sys::now_ns();
-            // a wake-up by an arrival says nothing of the timer; one by the timer does
-            if let Ok(false) = sys::wait_readable(inp, wait - margin) {
-                let late = sys::now_ns().saturating_sub(asleep + wait - margin);
-                pacer.woke(Duration::from_nanos(late));
-            }
+        if wait > spin {
+            let _ = sys::wait_readable(inp, wait - spin);
         } else {
             std::hint::spin_loop();
         }
