@@ -854,6 +854,13 @@ impl ProbeSession {
                     let mut ladder = Ladder::from_plan(plan, options.estimator.max_loss_fraction)
                         .with_round_trip(dur(self.handshake_rtt));
                     let whole = EstimateOptions { judge_slack: None, ..options.clone() };
+                    // The shaper train is judged whole too: a token bucket delays its tail by
+                    // (bytes − burst) / token rate, and that tail is the queue growth at the
+                    // token rate the detector reads. Cut at the deadline, a 188 KB train behind a
+                    // 10 Mbit/s, 64 KB bucket was judged on its first 42–82 KB and the shaper
+                    // went unseen in 1–4 of 5 estimates per run (issue 19 session 11; before
+                    // session 10 the deadline never fired while a tail kept coming).
+                    let answer_options = if options.shaper_train { &whole } else { options };
                     let mut sent: Vec<(QuickDesign, TrainReport)> = Vec::new();
                     let mut step = ladder.first()?;
                     let answer = loop {
@@ -861,7 +868,7 @@ impl ProbeSession {
                             LadderStep::Answer(i) => break i,
                             LadderStep::Train { design, whole: judge_whole, wait } => {
                                 std::thread::sleep(Duration::from_nanos(wait.0));
-                                let run_options = if judge_whole { &whole } else { options };
+                                let run_options = if judge_whole { &whole } else { answer_options };
                                 let train = TrainDesign::PathQuick(design);
                                 let rep = match self.run_one(run_options, &train, &mut waited, &mut handshake)? {
                                     TrainRun::Done((rep, kernel)) => {
