@@ -457,7 +457,7 @@ fn exact_link_spaces_a_flood_at_size_over_rate() {
         assert_eq!(r.received, 300, "packets lost on a loss-free link with a large buffer");
         // an eighth of the gap: a shaper's burst errs by nearly the whole gap, and the rate is
         // checked to 1 % below; the box's own median error was 3–8 µs in quiet hours and
-        // 25–46 µs in the noisiest (four floods of issue 19 session 11)
+        // 23–46 µs in the noisiest (four floods of issue 19 session 11)
         assert!(r.median_error < Dur::from_micros(50), "median spacing error {:?}", r.median_error);
         let done = r.p90_error < Dur::from_micros(100);
         s = Some(r);
