@@ -34,7 +34,7 @@ fn small_case_agrees() -> Result<String, String> {
     assert!((v["queue_diff_pct"].as_f64().unwrap() - q).abs() < 1e-9, "the JSON's own verdict is the same figure");
     let report = format!("throughput {thr:+.1} %, mean queue {q:+.1} %, mean RTT {rtt:+.1} %\n{v:#}");
     // A box that fell behind (the VM stopped its thread) explains a disagreement; it does not
-    // undo an agreement: a CI run's box released packets 155–204 µs late on average in two runs
+    // undo an agreement: a CI run's box released packets 156–203 µs late on average in two runs
     // (one stall of 10–30 ms holds every packet behind it) while the figures agreed (throughput
     // +0.6 and +0.1 %, queue +11.1 and +6.9 %, RTT +3.7 and +2.7 %).
     let lagged = if v["delay_box"]["kept_up"] == true { "" } else { " (the delay box fell behind)" };

@@ -7,8 +7,9 @@
 //! UDP datagrams carry a 20-byte header: sequence number (u64), send time (u64, ns of
 //! `CLOCK_MONOTONIC`, shared by all namespaces, so one-way delays are exact) and a flow id
 //! (u32), all big-endian, padded to the configured size; a datagram with room for it then
-//! carries its scheduled send time (u64), so a receiver can tell the generator's lateness. Sizes and rates count IP bytes
-//! (payload + 28 bytes of IP and UDP headers), the same bytes the bottleneck's tbf counts.
+//! carries its scheduled send time (u64), so a receiver can tell the generator's lateness.
+//! Sizes and rates count IP bytes (payload + 28 bytes of IP and UDP headers), the same bytes
+//! the bottleneck's tbf counts.
 //!
 //! The generator keeps an absolute schedule (`t_k = t_0 + sum of gaps`): a late wake-up sends
 //! immediately and the next packet keeps its scheduled time, so the long-run rate does not drift.
@@ -275,8 +276,9 @@ pub fn udp_receive(
                 rep.delays_ns.push(now.saturating_sub(sent));
                 if keep_arrivals {
                     rep.arrivals_ns.push(now);
-                    if let Some(at) = buf.get(UDP_HEADER..UDP_HEADER_WITH_DUE).filter(|_| n >= UDP_HEADER_WITH_DUE) {
-                        let due = u64::from_be_bytes(at.try_into().unwrap_or_default());
+                    if n >= UDP_HEADER_WITH_DUE {
+                        let due =
+                            u64::from_be_bytes(buf[UDP_HEADER..UDP_HEADER_WITH_DUE].try_into().unwrap_or_default());
                         rep.lateness_ns.push(sent.saturating_sub(due));
                     }
                 }

@@ -180,7 +180,7 @@ pub fn refine_train(estimate: &TrainEstimate, records: &[ProbeRecord], capacity:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abw::ladder_harness::{client_estimator, run_train, Path};
+    use crate::abw::ladder_harness::{client_estimator, fixed_train, run_train, Path};
     use crate::abw::QuickDesign;
     use crate::units::{Bytes, Time};
 
@@ -277,17 +277,7 @@ mod tests {
         // `headroom probe --bmax 12Mbps`: the paper's train over 0.48–12 Mbit/s (P_1 48 B,
         // ΔP 12 B, T_quick 1 ms, 122 packets) on the harness's 12 Mbit/s path at 50 % Poisson
         // load, 40 trains. Its gaps past the crossing show C; re-read with it, the error halves.
-        let d = crate::abw::pathquick::QuickSpec {
-            b_max: Some(Rate::from_mbps(12)),
-            p_n: Some(Bytes(1500)),
-            p_1: Some(Bytes(48)),
-            delta_p: Some(Bytes(12)),
-            max_size: Bytes(1500),
-            min_size: Bytes(48),
-            ..Default::default()
-        }
-        .solve()
-        .unwrap();
+        let d = fixed_train(Rate::from_mbps(12));
         let (c, a) = (12e6, 6e6);
         let mut path = Path::new(c, c - a, 100, 0.026, 7);
         let (mut fit, mut refined, mut signed, mut found) = (Vec::new(), Vec::new(), Vec::new(), 0);

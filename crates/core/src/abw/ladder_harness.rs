@@ -125,6 +125,22 @@ pub fn client_estimator() -> EstimatorConfig {
     }
 }
 
+/// The fixed-range train `headroom probe --bmax B` sends: the paper's shape (P_1 = 48 B, the
+/// smallest IP packet; ΔP = 12 B; P_N = 1,500 B) topped at `b_max`.
+pub fn fixed_train(b_max: crate::units::Rate) -> QuickDesign {
+    super::pathquick::QuickSpec {
+        b_max: Some(b_max),
+        p_n: Some(Bytes(1500)),
+        p_1: Some(Bytes(48)),
+        delta_p: Some(Bytes(12)),
+        max_size: Bytes(1500),
+        min_size: Bytes(48),
+        ..Default::default()
+    }
+    .solve()
+    .expect("the paper's train")
+}
+
 /// One auto-ranged estimate from `t0`: the answer, the time (sum of START → verdict), the
 /// trains sent, the answer train's length, and when the client was done.
 pub struct LadderRun {
@@ -335,21 +351,10 @@ fn signed_summary(v: &[f64]) -> String {
 #[ignore]
 fn fixed_alone() {
     use super::dispersion::{capacity, refine};
-    use super::pathquick::QuickSpec;
     use crate::units::Rate;
     let runs = ladder_runs(300);
     let c = 12e6;
-    let d = QuickSpec {
-        b_max: Some(Rate(c as u64)),
-        p_n: Some(Bytes(1500)),
-        p_1: Some(Bytes(48)),
-        delta_p: Some(Bytes(12)),
-        max_size: Bytes(1500),
-        min_size: Bytes(48),
-        ..QuickSpec::default()
-    }
-    .solve()
-    .expect("the paper's train");
+    let d = fixed_train(Rate(c as u64));
     for load in [0.0, 0.25, 0.5, 0.75] {
         let a = c * (1.0 - load);
         let mut path = Path::new(c, c * load, 100, 0.026, 7);
