@@ -168,6 +168,10 @@ pub struct BenchRow {
     /// What the level's cross traffic did (its source, offered and carried rates), once the
     /// level is over.
     pub cross_report: Option<CrossReport>,
+    /// The delay box's mean release lateness on the forward link over the level (the testbed's
+    /// fidelity: a box that releases packets late batches them, and no train method can read
+    /// through that), once the level is over.
+    pub box_lateness: Option<Dur>,
 }
 
 /// Header of `--dump`: one line per packet of every train.
@@ -303,6 +307,7 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)>
         let mut level = level?;
         for r in &mut level {
             r.cross_report = Some(report);
+            r.box_lateness = Some(x.mean_lateness());
         }
         rows.extend(level);
     }
@@ -390,6 +395,7 @@ fn run_level(
                             spacing_error_max: Dur::ZERO,
                             shaper: None,
                             cross_report: None,
+                            box_lateness: None,
                         });
                     }
                     continue;
@@ -424,6 +430,7 @@ fn run_level(
                     spacing_error_max: t.spacing_error_max,
                     shaper: e.shaper.filter(|_| default).map(|sh| (sh.rate, sh.burst)),
                     cross_report: None,
+                    box_lateness: None,
                 });
             }
             std::thread::sleep(Duration::from_nanos(a.pause.0));
@@ -519,11 +526,11 @@ fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
 }
 
 pub fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes,cross_source,cross_offered_mbps,cross_carried_mbps\n");
+    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes,cross_source,cross_offered_mbps,cross_carried_mbps,box_lateness_mean_us\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{},{},{},{},{}",
             r.cross.as_mbps(),
             r.method.name(),
             r.judge.label(),
@@ -545,7 +552,8 @@ pub fn csv(rows: &[BenchRow]) -> String {
             r.shaper.map(|x| x.1 .0.to_string()).unwrap_or_default(),
             r.cross_report.map(|x| x.source.name()).unwrap_or_default(),
             r.cross_report.map(|x| format!("{:.4}", x.offered.as_mbps())).unwrap_or_default(),
-            r.cross_report.map(|x| format!("{:.4}", x.carried.as_mbps())).unwrap_or_default()
+            r.cross_report.map(|x| format!("{:.4}", x.carried.as_mbps())).unwrap_or_default(),
+            r.box_lateness.map(|x| format!("{:.1}", x.as_secs_f64() * 1e6)).unwrap_or_default()
         );
     }
     s
@@ -816,6 +824,7 @@ mod tests {
             spacing_error_max: Dur::ZERO,
             shaper: None,
             cross_report: None,
+            box_lateness: None,
         };
         let rtt = Dur::from_millis(100);
         // No ranging: train + RTT + 20 ms, whichever rule.
