@@ -41,5 +41,6 @@ echo "== cargo clippy (warnings denied) =="
 cargo clippy --workspace --all-targets --release --locked -- -D warnings
 echo "== cargo test =="
 # Release profile: the simulator tests run paper-scale scenarios. Under CI (CI=true, root) a
-# root-only test that cannot run fails instead of printing SKIP.
-cargo test --workspace --release --locked -- --test-threads="${TEST_THREADS:-2}"
+# root-only test that cannot run fails instead of printing SKIP. --no-fail-fast: a failing test
+# binary does not hide the ones after it (the exit status still fails).
+cargo test --workspace --release --locked --no-fail-fast -- --test-threads="${TEST_THREADS:-2}"
