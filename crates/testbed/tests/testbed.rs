@@ -196,13 +196,16 @@ fn poisson_generator_rate_is_within_2_percent() {
     // more than half of the packets on time, up to three runs: a suite run in session 12 had
     // 0.455 on time (lateness median 132 µs, a 9 ms stall) at a rate 0.09 % off, on a VM that
     // stole time then.
-    for run in 1..=3 {
+    for run in 1..=POISSON_RUNS {
         if poisson_run(&tb, run) {
             break;
         }
     }
     tb.down().unwrap();
 }
+
+/// Runs of the Poisson generator test at most, while its packets leave late.
+const POISSON_RUNS: u32 = 3;
 
 /// One run of the Poisson generator test: asserts the rates; asserts punctuality and shape
 /// (and returns true) when on time, or on the last run; returns false to run again.
@@ -263,7 +266,7 @@ fn poisson_run(tb: &Testbed, run: u32) -> bool {
     // on the development machine) make such bursts, which a shape test over every gap blamed
     // on the generator: 0.70–0.96 of the packets were on time in 15 runs there, so half is the
     // bound.
-    if punctual <= 0.5 && run < 3 {
+    if punctual <= 0.5 && run < POISSON_RUNS {
         println!("run {run}: only {punctual:.3} of the packets on time: running again");
         return false;
     }
