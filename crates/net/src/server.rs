@@ -811,9 +811,16 @@ fn pacer(
 /// thus never more than this shorter than designed.
 const SLIP_THRESHOLD: Duration = Duration::from_micros(20);
 
-/// Sends a train's END (what was sent, and how well paced) and frees its client's slot; with
+/// Frees a train's client slot, then sends its END (what was sent, and how well paced); with
 /// `log`, writes the session's line (`ended` says how the train ended).
+///
+/// The slot is freed first: a client sends its next START as soon as the END arrives, and with
+/// the END first, a pacing thread preempted between the two (a loaded machine) had the receive
+/// thread refuse that START as still in flight, a 500 ms wait (issue 19 session 13: with two
+/// CPU hogs beside it, 2 of 3 runs of the loopback test `caps_are_enforced` lost their second
+/// train to it; a CI run failed that test too).
 fn finish(sock: &UdpSocket, out: &mut Vec<u8>, done: Active, admission: &Mutex<Admission>, log: Option<&str>) {
+    admission.lock().unwrap_or_else(|p| p.into_inner()).release(done.job.peer, done.job.serial);
     if let Some(ended) = log {
         eprintln!(
             "session {} train {}: {} {}/{} packets {ended}, {} late, spacing error mean {} max {} ns",
@@ -836,8 +843,6 @@ fn finish(sock: &UdpSocket, out: &mut Vec<u8>, done: Active, admission: &Mutex<A
     }
     .encode(out);
     let _ = sock.send_to(out, done.job.peer);
-    let mut adm = admission.lock().unwrap_or_else(|p| p.into_inner());
-    adm.release(done.job.peer, done.job.serial);
 }
 
 #[cfg(test)]
