@@ -11,7 +11,7 @@
 
 use headroom_core::units::{Dur, Time};
 use std::io;
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -243,17 +243,27 @@ pub fn realtime_now() -> Time {
 /// timestamp, or the user-space wall clock with `false` when the kernel gave none. Honours the
 /// socket's read timeout (`WouldBlock`/`TimedOut` errors).
 pub fn recv_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, Time, bool)> {
+    recv_from_timestamped(sock, buf).map(|(n, _, t, kernel)| (n, t, kernel))
+}
+
+/// [`recv_timestamped`] on any socket: also the sender's address (`None` for a family other than
+/// IPv4 and IPv6).
+pub fn recv_from_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, Option<SocketAddr>, Time, bool)> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
     // u64 alignment is enough for cmsghdr + timespec.
     let mut control = [0u64; 16];
-    // SAFETY: msghdr is plain data; zeroed is a valid initial value.
+    // SAFETY: sockaddr_storage and msghdr are plain data; zeroed is a valid initial value.
+    let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = &mut from as *mut libc::sockaddr_storage as *mut libc::c_void;
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: the fd is valid; msg points to one iovec over `buf` and to `control`, both live
-    // and writable for the sizes given.
+    // SAFETY: the fd is valid; msg points to `from`, to one iovec over `buf` and to `control`,
+    // all live and writable for the sizes given.
     let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
@@ -271,9 +281,29 @@ pub fn recv_timestamped(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, 
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
+    let from = match from.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the kernel wrote a sockaddr_in (family AF_INET) into the storage, which is
+            // large and aligned enough for it.
+            let a = unsafe { *(&from as *const libc::sockaddr_storage as *const libc::sockaddr_in) };
+            Some(SocketAddr::from((u32::from_be(a.sin_addr.s_addr).to_be_bytes(), u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, a sockaddr_in6 (family AF_INET6).
+            let a = unsafe { *(&from as *const libc::sockaddr_storage as *const libc::sockaddr_in6) };
+            let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                ip,
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    };
     Ok(match stamp {
-        Some(t) => (n as usize, t, true),
-        None => (n as usize, realtime_now(), false),
+        Some(t) => (n as usize, from, t, true),
+        None => (n as usize, from, realtime_now(), false),
     })
 }
 

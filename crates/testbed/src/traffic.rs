@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use headroom_core::rng::Rng;
 use headroom_core::{Bytes, Dur, Rate};
-use headroom_net::timing::Pacer;
+use headroom_net::timing::{self, ArrivalTimestamps, Pacer};
 
 use crate::sys;
 
@@ -301,15 +301,29 @@ pub fn udp_receive(
     Ok(rep)
 }
 
-/// Echoes every datagram back to its sender until `stop` is set.
+/// Length of a [`udp_ping`] probe: its number, its send time and the echo's hold time, 8 bytes
+/// each (big-endian), then padding.
+const PING_LEN: usize = 32;
+
+/// Echoes every datagram back to its sender until `stop` is set. A [`udp_ping`] probe goes back
+/// with bytes 16..24 set to how long the echo held it: from the kernel's arrival stamp
+/// (`SO_TIMESTAMPNS`) to just before the reply is sent, so the pinger can take the echo's own
+/// scheduling out of the round trip (as TWAMP's reflector reports its receive and send times).
+/// The hold is 0 when the kernel gave no arrival stamp.
 pub fn udp_echo(sock: &UdpSocket, stop: &AtomicBool) -> Result<()> {
     sock.set_read_timeout(Some(Duration::from_millis(20)))?;
+    timing::enable_rx_timestamps(sock).context("UDP echo: SO_TIMESTAMPNS")?;
     let mut buf = vec![0u8; 65_536];
     while !stop.load(Ordering::Relaxed) {
-        match sock.recv_from(&mut buf) {
-            Ok((n, from)) => {
+        match timing::recv_from_timestamped(sock, &mut buf) {
+            Ok((n, Some(from), arrived, kernel)) => {
+                if n == PING_LEN {
+                    let hold = if kernel { timing::realtime_now().0.saturating_sub(arrived.0) } else { 0 };
+                    buf[16..24].copy_from_slice(&hold.to_be_bytes());
+                }
                 let _ = sock.send_to(&buf[..n], from);
             }
+            Ok((_, None, _, _)) => {}
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(e) => return Err(e).context("UDP echo"),
         }
@@ -317,10 +331,15 @@ pub fn udp_echo(sock: &UdpSocket, stop: &AtomicBool) -> Result<()> {
     Ok(())
 }
 
-/// Sends `count` probes `interval` apart to an echo server and returns the RTTs of those that
-/// came back (lost probes are skipped).
+/// Sends `count` probes `interval` apart to a [`udp_echo`] and returns the round-trip times of
+/// those that came back (lost probes are skipped), measured from the wall clock just before the
+/// send to the kernel's arrival stamp of the reply, less the time the echo held the probe: the
+/// path's round trip without either end's wake-up delays. Arrival stamping is held on for the
+/// whole run ([`ArrivalTimestamps`]); a reply without a kernel stamp is timed when it is read.
 pub fn udp_ping(sock: &UdpSocket, dst: SocketAddr, count: u32, interval: Duration) -> Result<Vec<Dur>> {
     sys::precise_timers();
+    let _stamping = ArrivalTimestamps::on(Duration::from_secs(1)).context("ping: arrival timestamps")?;
+    timing::enable_rx_timestamps(sock).context("ping: SO_TIMESTAMPNS")?;
     sock.set_read_timeout(Some(Duration::from_millis(5)))?;
     let mut rtts = Vec::new();
     let mut buf = [0u8; 64];
@@ -331,17 +350,18 @@ pub fn udp_ping(sock: &UdpSocket, dst: SocketAddr, count: u32, interval: Duratio
     while sys::now_ns() < give_up && (sent < count || rtts.len() < count as usize) {
         let now = sys::now_ns();
         if sent < count && now >= next_send {
-            let mut p = [0u8; 32];
+            let mut p = [0u8; PING_LEN];
             p[0..8].copy_from_slice(&(sent as u64).to_be_bytes());
-            p[8..16].copy_from_slice(&sys::now_ns().to_be_bytes());
+            p[8..16].copy_from_slice(&timing::realtime_now().0.to_be_bytes());
             sock.send_to(&p, dst).context("ping send")?;
             sent += 1;
             next_send += interval.as_nanos() as u64;
         }
-        match sock.recv(&mut buf) {
-            Ok(n) if n >= 16 => {
-                let t = u64::from_be_bytes(buf[8..16].try_into().unwrap_or_default());
-                rtts.push(Dur(sys::now_ns().saturating_sub(t)));
+        match timing::recv_timestamped(sock, &mut buf) {
+            Ok((n, arrived, _)) if n == PING_LEN => {
+                let field = |r: std::ops::Range<usize>| u64::from_be_bytes(buf[r].try_into().unwrap_or_default());
+                let (sent_at, hold) = (field(8..16), field(16..24));
+                rtts.push(Dur(arrived.0.saturating_sub(sent_at).saturating_sub(hold)));
             }
             _ => {}
         }
