@@ -319,7 +319,10 @@ fn measure_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
             mode: Mode::Measure(Box::new(c)),
             ..SendOptions::default()
         };
+        let (fwd0, rev0) = tb.delaybox_counters();
         let rep = measured_send(tb, opts);
+        let (fwd, rev) = tb.delaybox_counters();
+        let (fwd, rev) = (fwd.since(&fwd0), rev.since(&rev0));
         cross_traffic.stop()?;
         let rep = rep?;
         let truth = a.rate.as_mbps() - cross.as_mbps();
@@ -354,7 +357,7 @@ fn measure_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
         if let Some(ms) = rep.measure {
             let _ = writeln!(
                 s,
-                "       real: {} streams, {} failed, {} measurements; {} pieces of {} B, {} stamps, {} merged ACKs, {} pieces without ACK stamp, {} without send stamp, {} write stalls",
+                "       real: {} streams, {} failed, {} measurements; {} pieces of {} B, {} stamps, {} merged ACKs, {} pieces without ACK stamp, {} without send stamp, {} write stalls; box release lateness mean {:.1} us forward, {:.1} us reverse",
                 ms.control.streams_sent,
                 ms.control.stream_failures,
                 ms.control.measurements,
@@ -364,7 +367,9 @@ fn measure_on(tb: &Testbed, a: &SendBenchArgs) -> Result<String> {
                 ms.tracker.merged_acks,
                 ms.tracker.missing_ack,
                 ms.tracker.missing_send,
-                ms.write_stalls
+                ms.write_stalls,
+                fwd.mean_lateness().0 as f64 / 1e3,
+                rev.mean_lateness().0 as f64 / 1e3
             );
         }
     }

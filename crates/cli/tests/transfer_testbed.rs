@@ -17,15 +17,47 @@ fn bench(args: &[&str]) -> String {
     stdout
 }
 
+/// Runs of the measured-send case at most.
+const MEASURE_RUNS: usize = 3;
+
+/// The delay box's mean release lateness (forward) above which a missed run is run again: a
+/// quarter of the 240 µs a 1,500-byte packet takes at 50 Mbit/s.
+const MEASURE_BOX_LAG_US: f64 = 60.0;
+
 /// 50 Mbit/s, 15 Mbit/s of Poisson cross traffic, 4 s of `send --measure`: the median estimate
 /// within 15 % of the 35 Mbit/s available and the first estimate within 2 s.
+///
+/// The delay box is part of the path the sender measures: when it releases packets late (the
+/// VM stalls its real-time threads), ACKs bunch and the estimates rise. Of six runs here (issue
+/// 19 session 13), five read +7.8 to +11.4 % with the box 41–151 µs late on average and one
+/// +23.0 % with it 243 µs late. A run that misses while the box lagged more than
+/// [`MEASURE_BOX_LAG_US`] runs again, up to [`MEASURE_RUNS`] runs; the last is judged whatever
+/// its box did, and a miss says how late the box was.
 #[test]
 fn measured_send_estimates_the_available_bandwidth_on_the_testbed() {
     if !headroom_testbed::testbed_available_for_test() {
         return;
     }
-    let out = bench(&["--parts", "measure", "--levels", "15Mbps", "--seconds", "4", "--no-sim"]);
-    assert!(out.contains("first estimate within 2 s at every level: met"), "{out}");
+    let mut lags = Vec::new();
+    for run in 1..=MEASURE_RUNS {
+        let out = bench(&["--parts", "measure", "--levels", "15Mbps", "--seconds", "4", "--no-sim"]);
+        let lag: f64 = out
+            .split("box release lateness mean ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no box lateness in the output:\n{out}"));
+        lags.push(lag);
+        println!("run {run}: box {lag:.1} us late on average\n{out}");
+        let met = out.contains("first estimate within 2 s at every level: met");
+        if met {
+            return;
+        }
+        assert!(
+            run < MEASURE_RUNS && lag > MEASURE_BOX_LAG_US,
+            "missed in run {run} (box lateness per run, µs: {lags:?}; runs again only above {MEASURE_BOX_LAG_US})\n{out}"
+        );
+    }
 }
 
 /// A foreground kernel-CUBIC bulk flow keeps more of its throughput beside `send --background`
