@@ -463,7 +463,7 @@ fn exact_link_spaces_a_flood_at_size_over_rate() {
     // A flood during which the box released packets later than an eighth of the gap on average
     // was a stall of the machine, not of the link's arithmetic (a suite run in session 12: three
     // floods with the box 92–110 µs late on average had p90s of 147–340 µs): it does not count
-    // towards the three, up to six floods in all.
+    // towards the three, and its median is not held to the bound, up to six floods in all.
     let mut s = None;
     let mut counted = 0;
     for _ in 0..6 {
@@ -488,21 +488,25 @@ fn exact_link_spaces_a_flood_at_size_over_rate() {
         // an eighth of the gap: a shaper's burst errs by nearly the whole gap, and the rate is
         // checked to 1 % below; the box's own median error was 3–8 µs in quiet hours and
         // 23–46 µs in the noisiest (four floods of issue 19 session 11)
-        assert!(r.median_error < Dur::from_micros(50), "median spacing error {:?}", r.median_error);
-        let done = r.p90_error < Dur::from_micros(100);
-        if r.box_late_mean <= Dur::from_micros(50) {
+        // (A flood with the box lagging is held to it only when it is the last: a session-13
+        // suite run read medians of 23 and 52 µs with the box 227 and 197 µs late on average.)
+        let on_time = r.box_late_mean <= Dur::from_micros(50);
+        if on_time {
+            assert!(r.median_error < Dur::from_micros(50), "median spacing error {:?}", r.median_error);
             counted += 1;
         }
+        let done = r.median_error < Dur::from_micros(50) && r.p90_error < Dur::from_micros(100);
         s = Some(r);
         if done {
             break;
         }
     }
-    // The loop stops at the first flood under the bound, so the last flood is the best one.
+    // The loop stops at the first flood under the bounds, so the last flood is the best one.
     let s = s.unwrap();
     assert!(
-        s.p90_error < Dur::from_micros(100),
-        "p90 spacing error {:?} in every flood ({counted} of them with a box on time)",
+        s.median_error < Dur::from_micros(50) && s.p90_error < Dur::from_micros(100),
+        "median spacing error {:?}, p90 {:?} in the last flood ({counted} floods with a box on time)",
+        s.median_error,
         s.p90_error
     );
     assert!((s.received_rate.as_mbps() - 20.0).abs() < 0.2, "received {:.3} Mbit/s", s.received_rate.as_mbps());
