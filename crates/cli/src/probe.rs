@@ -78,8 +78,8 @@ pub struct ProbeArgs {
     /// token-bucket rate limiters).
     #[arg(long)]
     pub knee_fit: bool,
-    /// Look harder for a token-bucket shaper: auto-ranging's fine train with a 6-byte size
-    /// step (twice the bytes), so a bucket of up to 64 KB in front of a link twice its token
+    /// Look harder for a token-bucket shaper: auto-ranging's fine train with a 3-byte size
+    /// step (four times the bytes), so a bucket of up to 64 KB in front of a link twice its token
     /// rate is emptied and read (`headroom_core::abw::shaper`); also turns detection on for
     /// pathChirp. PathQuick looks for shapers in every train by default (a late knee, a level
     /// shift of the received rate, then packets paced at the token rate; docs/pathquick.md).

@@ -99,7 +99,7 @@ pub struct ProbeBenchArgs {
     #[arg(long)]
     pub knee_fit: bool,
     /// `headroom probe --detect-shaper`: auto-ranging's fine train with the shaper size step
-    /// (6 B, twice the bytes), to empty larger buckets. The shaper grid uses it.
+    /// (3 B, four times the bytes), to empty larger buckets. The shaper grid uses it.
     #[arg(long, conflicts_with = "no_detect_shaper")]
     pub detect_shaper: bool,
     /// `headroom probe --no-detect-shaper`: no shaper detection (PathQuick looks for shapers

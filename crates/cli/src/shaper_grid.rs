@@ -2,8 +2,8 @@
 //!
 //! For every token rate × bucket depth of the grid, a `tbf` shaper (`shaper = { rate, burst }`
 //! of `headroom_testbed`) in front of the `--rate` exact link, no cross traffic, `--trains`
-//! auto-ranged estimates (no `--bmax`) with the client's defaults and `--detect-shaper` (the 6-byte
-//! fine train: `EstimateOptions::shaper_train`), one testbed per cell (the
+//! auto-ranged estimates (no `--bmax`) with the client's defaults and `--detect-shaper` (the fine train
+//! with the shaper size step `SHAPER_DELTA_P`: `EstimateOptions::shaper_train`), one testbed per cell (the
 //! bench of [`crate::probe_bench`]). Printed per cell: how many estimates reported a shaper, the
 //! median reported rate (every conclusive estimate, shaper seen or not) and its error against
 //! the token rate, the estimates within 10 % of it, the median burst read and its ratio to the
@@ -98,8 +98,11 @@ pub fn run(a: &ProbeBenchArgs, grid: &ShaperGrid) -> Result<()> {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "shaper grid (issue 19): tbf in front of a {} exact link, {} each way, no cross traffic, {} auto-ranged estimates per cell, client defaults with --detect-shaper (the 6-byte fine train)",
-        a.rate, a.delay, a.trains
+        "shaper grid (issue 19): tbf in front of a {} exact link, {} each way, no cross traffic, {} auto-ranged estimates per cell, client defaults with --detect-shaper (the {}-byte fine train)",
+        a.rate,
+        a.delay,
+        a.trains,
+        headroom_core::abw::shaper::SHAPER_DELTA_P.0
     );
     let _ =
         writeln!(s, "goal per cell: median rate within 10 % of the token rate, median burst within a factor of two");

@@ -61,7 +61,7 @@ pub struct EstimateOptions {
     /// sends one chirp over 1 Mbit/s to the top. The top is 500 Mbit/s or the server's cap.
     pub auto_range: bool,
     /// Auto-ranging's fine train with the shaper size step
-    /// ([`headroom_core::abw::shaper::SHAPER_DELTA_P`], 6 B instead of 12 B): twice the bytes,
+    /// ([`headroom_core::abw::shaper::SHAPER_DELTA_P`], 3 B instead of 12 B): four times the bytes,
     /// so a bucket of up to 64 KB in front of a link twice its token rate empties within the
     /// train and reads as its token rate (`headroom probe --detect-shaper`). With 12 B the
     /// train carries about 54 KB beyond half its top rate; a larger bucket is not emptied and
