@@ -141,7 +141,8 @@ pub const MAX_COARSE: u32 = 3;
 pub const MIN_FINE_TOP: Rate = Rate(1_000_000);
 /// The highest rate auto-ranging probes unless the server caps it lower.
 pub const DEFAULT_TOP: Rate = Rate(500_000_000);
-/// Largest size increment of a fine train (the paper's `ΔP`); the length rule may choose less.
+/// Largest size increment of a fine train (the paper's `ΔP`); the length rule may choose less,
+/// and more only where this one would make the train longer than [`MAX_FINE_LENGTH`].
 pub const FINE_DELTA_P: Bytes = Bytes(12);
 /// The fine train's target standard deviation, as a fraction of the capacity (module doc).
 pub const TARGET_SIGMA: f64 = 0.05;
@@ -278,7 +279,15 @@ impl AutoRange {
     pub fn fine(&self, a0: Rate, res0: Rate) -> Result<QuickDesign, DesignError> {
         let want = (a0.bps().saturating_mul(2)).max(a0.bps().saturating_add(res0.bps().saturating_mul(2)));
         if let Some(step) = self.fine_delta_p {
-            return self.spec(Rate(want.min(self.top.bps())), step).solve();
+            // The shaper train's step, coarser where that step would make the train longer than
+            // [`MAX_FINE_LENGTH`] (at 1 Mbit/s the 3 B train would last 2.9 s, over the server's
+            // 2 s cap: refused in 5 of 5 estimates at 10 Mbit/s with 9 Mbit/s of cross traffic,
+            // issue 19 session 13).
+            let b_max = Rate(want.min(self.top.bps()).max(1));
+            let span = self.largest.0.saturating_sub(self.smallest.0) as f64;
+            let fits = (span * self.largest.time_at(b_max).as_secs_f64() / MAX_FINE_LENGTH.as_secs_f64()).ceil();
+            let step = Bytes(step.0.max(fits as u64));
+            return self.spec(b_max, step).solve();
         }
         let b_max = Rate(want.min(self.top.bps()).max(1));
         // The lower end: A₀/2, but at most a quarter of the way below the top (an A₀ at the top
@@ -305,7 +314,11 @@ impl AutoRange {
         // Rounded towards the longer train, except at the longest allowed.
         let exact = span * t_quick / length;
         let rounded = if length < MAX_FINE_LENGTH.as_secs_f64() { exact.floor() } else { exact.ceil() };
-        let delta_p = Bytes((rounded as u64).clamp(1, FINE_DELTA_P.0));
+        // Coarser than the paper's only where its 12 B would outlast the longest fine train (a
+        // top below about 1.45 Mbit/s with 48 to 1,500 B packets), which the server would refuse
+        // past its 2 s cap.
+        let fits = (span * t_quick / MAX_FINE_LENGTH.as_secs_f64()).ceil() as u64;
+        let delta_p = Bytes((rounded as u64).clamp(1, FINE_DELTA_P.0.max(fits)));
         QuickSpec {
             b_max: Some(b_max),
             p_n: Some(self.largest),
@@ -979,6 +992,45 @@ mod tests {
             (p.fine(a0, Rate::ZERO).unwrap(), p.clone().with_target_sigma(0.025).fine(a0, Rate::ZERO).unwrap());
         let ratio = f25.train_length().as_secs_f64() / f5.train_length().as_secs_f64();
         assert!((3.0..=5.5).contains(&ratio), "{ratio}: {f5:?} {f25:?}");
+    }
+
+    #[test]
+    fn the_shaper_train_keeps_its_step_unless_it_would_outlast_the_longest_fine_train() {
+        let p = planner().with_fine_delta_p(Bytes(3));
+        // 100 Mbit/s: the step asked for (485 packets, topped at 200 Mbit/s: 29 ms).
+        let f = p.fine(Rate::from_mbps(100), Rate::ZERO).unwrap();
+        assert_eq!(f.delta_p, Bytes(3), "{f:?}");
+        // 4 Mbit/s: 0.7 s, it fits.
+        assert_eq!(p.fine(Rate::from_mbps(4), Rate::ZERO).unwrap().delta_p, Bytes(3));
+        // 1 Mbit/s: 3 B would send for 2.9 s; the step grows until the train fits in the longest
+        // fine train.
+        for mbps in [1u64, 2] {
+            let f = p.fine(Rate::from_mbps(mbps), Rate::ZERO).unwrap();
+            let len = f.train_length();
+            assert!(
+                len <= MAX_FINE_LENGTH && f.delta_p > Bytes(3) && f.delta_p <= FINE_DELTA_P,
+                "{mbps}: {len:?} {f:?}"
+            );
+            // ... and no coarser than it needs: one byte less would not fit.
+            let finer = p.spec(f.b_max(), Bytes(f.delta_p.0 - 1)).solve().unwrap();
+            assert!(finer.train_length() > MAX_FINE_LENGTH, "{mbps}: {finer:?}");
+        }
+    }
+
+    #[test]
+    fn below_a_megabit_the_fine_train_coarsens_its_step_to_stay_within_the_longest() {
+        // The wide train below a bound of 0.77 Mbit/s: with the paper's 12 B it lasted 1.96 s
+        // on the testbed (10 Mbit/s, 9 Mbit/s of cross traffic), a few more would pass the
+        // server's 2 s cap.
+        let p = planner();
+        for kbps in [300u64, 500, 770] {
+            let at_most = Rate(kbps * 1000);
+            let f = p.fine_over(Rate(at_most.bps() / 2), Rate::ZERO, at_most).unwrap();
+            let len = f.train_length();
+            assert!(len <= MAX_FINE_LENGTH && f.delta_p > FINE_DELTA_P, "{kbps} kbit/s: {len:?} {f:?}");
+            let finer = p.spec(f.b_max(), Bytes(f.delta_p.0 - 1)).solve().unwrap();
+            assert!(finer.train_length() > MAX_FINE_LENGTH, "{kbps} kbit/s: {finer:?}");
+        }
     }
 
     #[test]
