@@ -519,11 +519,11 @@ fn auto_ranging_sends_a_coarse_train_then_one_designed_from_it_under_the_servers
     let server = serve(ServerConfig { max_rate: Rate::from_mbps(40), ..ServerConfig::default() });
     let opts = EstimateOptions { auto_range: true, ..EstimateOptions::default() };
     let e = estimate_addr(server.local_addr(), &opts).expect("estimate");
-    assert_eq!(
-        e.ranging.len(),
-        1,
-        "one coarse train: {:?}",
-        e.ranging.iter().map(|t| &t.estimate.outcome).collect::<Vec<_>>()
+    // One coarse train (and the fine train once more if it was badly paced the first time).
+    let outcomes = e.ranging.iter().map(|t| &t.estimate.outcome).collect::<Vec<_>>();
+    assert!(
+        e.ranging.len() == 1 || (e.ranging.len() == 2 && matches!(outcomes[1], Outcome::Inconclusive { .. })),
+        "one coarse train: {outcomes:?}"
     );
     let coarse = &e.ranging[0].estimate;
     // The rates probed come from the measured send gaps: the 67-packet coarse train (issue 19
