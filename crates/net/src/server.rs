@@ -506,6 +506,21 @@ impl Server {
         self.sock.local_addr()
     }
 
+    /// [`Server::spawn`] with the threads at SCHED_FIFO `priority` where the system permits it
+    /// (root, `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` of at least `priority`), at normal priority
+    /// otherwise; also says which. The caller's own thread keeps its scheduling: the threads are
+    /// started from a helper thread that switched (threads inherit their creator's policy).
+    /// Other load on the machine then does not delay the packets (`headroom serve --realtime`
+    /// insists on it instead; the loopback tests use this).
+    pub fn spawn_realtime_if_permitted(self, priority: i32) -> io::Result<(ServerHandle, bool)> {
+        std::thread::spawn(move || {
+            let granted = crate::timing::try_realtime(priority).is_ok();
+            self.spawn().map(|h| (h, granted))
+        })
+        .join()
+        .map_err(|_| io::Error::other("the thread starting the server panicked"))?
+    }
+
     /// Starts the receive and pacing threads.
     pub fn spawn(self) -> io::Result<ServerHandle> {
         let local = self.sock.local_addr()?;

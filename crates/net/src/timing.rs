@@ -233,6 +233,18 @@ fn set_int_option(sock: &UdpSocket, option: libc::c_int, value: libc::c_int) -> 
     }
 }
 
+/// Switches the calling thread (and the threads it starts later) to SCHED_FIFO `priority`; an
+/// error where the system does not permit it (it needs root, `CAP_SYS_NICE` or an
+/// `RLIMIT_RTPRIO` of at least `priority`).
+pub fn try_realtime(priority: i32) -> io::Result<()> {
+    let p = libc::sched_param { sched_priority: priority };
+    // SAFETY: `p` is a valid sched_param; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The wall clock now, as the same kind of [`Time`] as kernel timestamps.
 pub fn realtime_now() -> Time {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();

@@ -17,15 +17,7 @@ use std::time::{Duration, Instant};
 /// CPU hogs beside it, the coarse train of the auto-ranging test was badly paced twice in 4 of 4
 /// runs and the chirps of the pathChirp test in 3 of 4 (issue 19 session 13).
 fn serve(config: ServerConfig) -> ServerHandle {
-    // Threads inherit their creator's policy: the server is started from a thread that switched.
-    std::thread::spawn(move || {
-        let p = libc::sched_param { sched_priority: REALTIME_PRIORITY };
-        // SAFETY: `p` is a valid sched_param; pid 0 is the calling thread (this one only).
-        let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
-        Server::bind("127.0.0.1:0", config).unwrap().spawn().unwrap()
-    })
-    .join()
-    .unwrap()
+    Server::bind("127.0.0.1:0", config).unwrap().spawn_realtime_if_permitted(REALTIME_PRIORITY).unwrap().0
 }
 
 /// `headroom serve --realtime`'s priority.
