@@ -145,14 +145,13 @@ pub struct ServeArgs {
     pub realtime: bool,
 }
 
-/// SCHED_FIFO priority for `--realtime`: above ordinary tasks, below the kernel's own
-/// real-time threads (which use 50 and up) and the middle of 1–99.
-const REALTIME_PRIORITY: i32 = 10;
+/// SCHED_FIFO priority for `--realtime` (the server's, [`headroom_net::server::REALTIME_PRIORITY`]).
+const REALTIME_PRIORITY: i32 = headroom_net::server::REALTIME_PRIORITY;
 
 /// Switches the calling thread (and the threads it starts later) to SCHED_FIFO priority
 /// [`REALTIME_PRIORITY`].
 pub(crate) fn try_realtime() -> std::io::Result<()> {
-    headroom_testbed::sys::try_set_realtime(REALTIME_PRIORITY)
+    headroom_net::timing::try_realtime(REALTIME_PRIORITY)
 }
 
 /// [`try_realtime`] for `--realtime`: an error where not permitted.

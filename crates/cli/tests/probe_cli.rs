@@ -52,7 +52,7 @@ fn design_says_what_probe_sends() {
 /// two CPU hogs beside the test binary, `a_bound_is_not_an_estimate` read "inconclusive" (badly
 /// paced) four times in four (issue 19 session 13).
 fn serve() -> ServerHandle {
-    Server::bind("127.0.0.1:0", ServerConfig::default()).unwrap().spawn_realtime_if_permitted(10).unwrap().0
+    Server::bind("127.0.0.1:0", ServerConfig::default()).unwrap().spawn_realtime_if_permitted().unwrap()
 }
 
 #[test]

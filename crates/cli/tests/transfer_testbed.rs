@@ -30,7 +30,7 @@ const MEASURE_BOX_LAG_US: f64 = 60.0;
 /// The delay box is part of the path the sender measures: when it releases packets late (the
 /// VM stalls its real-time threads), ACKs bunch and the estimates rise. Of six runs here (issue
 /// 19 session 13), five read +7.8 to +11.4 % with the box 41–151 µs late on average and one
-/// +23.0 % with it 243 µs late. A run that misses while the box lagged more than
+/// +23.0 % with it 244 µs late. A run that misses while the box lagged more than
 /// [`MEASURE_BOX_LAG_US`] runs again, up to [`MEASURE_RUNS`] runs; the last is judged whatever
 /// its box did, and a miss says how late the box was.
 #[test]

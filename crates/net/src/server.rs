@@ -493,6 +493,11 @@ pub struct ServerHandle {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// SCHED_FIFO priority of a real-time server (`headroom serve --realtime`,
+/// [`Server::spawn_realtime_if_permitted`]): above ordinary tasks, below the kernel's own
+/// real-time threads (which use 50 and up) and the middle of 1–99.
+pub const REALTIME_PRIORITY: i32 = 10;
+
 impl Server {
     /// Binds the socket; caps that make no sense ([`ServerConfig::validate`]) are an
     /// `InvalidInput` error.
@@ -506,16 +511,16 @@ impl Server {
         self.sock.local_addr()
     }
 
-    /// [`Server::spawn`] with the threads at SCHED_FIFO `priority` where the system permits it
-    /// (root, `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` of at least `priority`), at normal priority
-    /// otherwise; also says which. The caller's own thread keeps its scheduling: the threads are
-    /// started from a helper thread that switched (threads inherit their creator's policy).
-    /// Other load on the machine then does not delay the packets (`headroom serve --realtime`
-    /// insists on it instead; the loopback tests use this).
-    pub fn spawn_realtime_if_permitted(self, priority: i32) -> io::Result<(ServerHandle, bool)> {
+    /// [`Server::spawn`] with the threads at SCHED_FIFO [`REALTIME_PRIORITY`] where the system
+    /// permits it (root, `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` of at least that), at normal
+    /// priority otherwise. The caller's own thread keeps its scheduling: the threads are started
+    /// from a helper thread that switched (threads inherit their creator's policy). Other load
+    /// on the machine then does not delay the packets (`headroom serve --realtime` insists on
+    /// it instead; the loopback tests use this).
+    pub fn spawn_realtime_if_permitted(self) -> io::Result<ServerHandle> {
         std::thread::spawn(move || {
-            let granted = crate::timing::try_realtime(priority).is_ok();
-            self.spawn().map(|h| (h, granted))
+            let _ = crate::timing::try_realtime(REALTIME_PRIORITY);
+            self.spawn()
         })
         .join()
         .map_err(|_| io::Error::other("the thread starting the server panicked"))?

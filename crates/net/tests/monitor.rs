@@ -16,10 +16,8 @@ use std::time::{Duration, Instant};
 /// the test binary, the later estimates of `later_estimates_skip_the_handshake_round_trip` saved
 /// less than 35 ms of the 50 ms round trip in 1 of 3 runs (issue 19 session 13), the timing of
 /// normal threads, not of the protocol.
-const REALTIME_PRIORITY: i32 = 10;
-
 fn serve_on(addr: &str, config: ServerConfig) -> ServerHandle {
-    Server::bind(addr, config).unwrap().spawn_realtime_if_permitted(REALTIME_PRIORITY).unwrap().0
+    Server::bind(addr, config).unwrap().spawn_realtime_if_permitted().unwrap()
 }
 
 fn stat(c: &std::sync::atomic::AtomicU64) -> u64 {
@@ -63,7 +61,7 @@ impl Relay {
             let (q_tx, q_rx) = mpsc::channel::<(Instant, Vec<u8>)>();
             let (stop_r, client_r) = (stop.clone(), client.clone());
             threads.push(std::thread::spawn(move || {
-                let _ = headroom_net::timing::try_realtime(REALTIME_PRIORITY);
+                let _ = headroom_net::timing::try_realtime(headroom_net::server::REALTIME_PRIORITY);
                 let mut buf = vec![0u8; 65_536];
                 while !stop_r.load(Ordering::Relaxed) {
                     if let Ok((n, from)) = rx_sock.recv_from(&mut buf) {
@@ -76,7 +74,7 @@ impl Relay {
             }));
             let (stop_w, client_w) = (stop.clone(), client.clone());
             threads.push(std::thread::spawn(move || {
-                let _ = headroom_net::timing::try_realtime(REALTIME_PRIORITY);
+                let _ = headroom_net::timing::try_realtime(headroom_net::server::REALTIME_PRIORITY);
                 while !stop_w.load(Ordering::Relaxed) {
                     let Ok((due, data)) = q_rx.recv_timeout(Duration::from_millis(20)) else { continue };
                     std::thread::sleep(due.saturating_duration_since(Instant::now()));

@@ -17,11 +17,8 @@ use std::time::{Duration, Instant};
 /// CPU hogs beside it, the coarse train of the auto-ranging test was badly paced twice in 4 of 4
 /// runs and the chirps of the pathChirp test in 3 of 4 (issue 19 session 13).
 fn serve(config: ServerConfig) -> ServerHandle {
-    Server::bind("127.0.0.1:0", config).unwrap().spawn_realtime_if_permitted(REALTIME_PRIORITY).unwrap().0
+    Server::bind("127.0.0.1:0", config).unwrap().spawn_realtime_if_permitted().unwrap()
 }
-
-/// `headroom serve --realtime`'s priority.
-const REALTIME_PRIORITY: i32 = 10;
 
 fn stat(c: &std::sync::atomic::AtomicU64) -> u64 {
     ServerStats::get(c)

@@ -51,20 +51,15 @@ pub fn set_realtime(prio: i32) -> bool {
 }
 
 /// [`set_realtime`] with the system's reason when refused (`EPERM` without root, CAP_SYS_NICE
-/// or a large enough `ulimit -r`).
+/// or a large enough `ulimit -r`): [`headroom_net::timing::try_realtime`].
 pub fn try_set_realtime(prio: i32) -> io::Result<()> {
-    let p = libc::sched_param { sched_priority: prio };
-    // SAFETY: `p` is a valid sched_param; pid 0 is the calling thread.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    headroom_net::timing::try_realtime(prio)
 }
 
 /// Returns the calling thread to normal scheduling (`SCHED_OTHER`).
 pub fn set_normal_scheduling() {
     let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: as in `try_set_realtime`.
+    // SAFETY: `p` is a valid sched_param; pid 0 is the calling thread.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) };
 }
 

@@ -285,8 +285,7 @@ impl AutoRange {
             // issue 19 session 13).
             let b_max = Rate(want.min(self.top.bps()).max(1));
             let span = self.largest.0.saturating_sub(self.smallest.0) as f64;
-            let fits = (span * self.largest.time_at(b_max).as_secs_f64() / MAX_FINE_LENGTH.as_secs_f64()).ceil();
-            let step = Bytes(step.0.max(fits as u64));
+            let step = Bytes(step.0.max(step_within_longest(span, self.largest.time_at(b_max).as_secs_f64())));
             return self.spec(b_max, step).solve();
         }
         let b_max = Rate(want.min(self.top.bps()).max(1));
@@ -317,8 +316,7 @@ impl AutoRange {
         // Coarser than the paper's only where its 12 B would outlast the longest fine train (a
         // top below about 1.45 Mbit/s with 48 to 1,500 B packets), which the server would refuse
         // past its 2 s cap.
-        let fits = (span * t_quick / MAX_FINE_LENGTH.as_secs_f64()).ceil() as u64;
-        let delta_p = Bytes((rounded as u64).clamp(1, FINE_DELTA_P.0.max(fits)));
+        let delta_p = Bytes((rounded as u64).clamp(1, FINE_DELTA_P.0.max(step_within_longest(span, t_quick))));
         QuickSpec {
             b_max: Some(b_max),
             p_n: Some(self.largest),
@@ -428,6 +426,13 @@ impl AutoRange {
             _ => Ok(None),
         }
     }
+}
+
+/// The smallest size step (bytes) that keeps a train spanning `span` bytes of packet size, one
+/// packet every `t_quick` seconds, within [`MAX_FINE_LENGTH`] (Eqs. 1 and 2:
+/// `T_train = (P_N − P_1)/ΔP · T_quick`).
+fn step_within_longest(span: f64, t_quick: f64) -> u64 {
+    (span * t_quick / MAX_FINE_LENGTH.as_secs_f64()).ceil() as u64
 }
 
 /// How long `design` probes above `a`: the time of its gaps whose rate exceeds `a` (Eq. 3), the
