@@ -39,8 +39,10 @@ fn bench(args: &[&str]) -> (String, String) {
 /// beyond what the detector reads as tokens (module doc).
 const MAX_BOX_LATENESS_US: f64 = 150.0;
 
-/// Runs of the bench at most, while the box lags.
-const RUNS: usize = 3;
+/// Runs of the bench at most, while the box lags. (Three were not enough: a session-13 suite
+/// run met a box 625, 372 and 539 µs late in three runs in a row, about a minute, and saw the
+/// shaper in 1, 2 and 2 of 5; the test passed when run again minutes later.)
+const RUNS: usize = 5;
 
 #[test]
 fn a_token_bucket_shaper_reads_as_its_rate_and_burst_on_the_testbed() {
