@@ -209,6 +209,9 @@ fn ladder_harness() {
         None => Some(super::autorange::COARSE_SIGMA),
     };
     let only: Option<f64> = std::env::var("LADDER_C").ok().and_then(|s| s.parse().ok());
+    // LADDER_SIGMA: the fine train's target σ (`AutoRange::with_target_sigma`; default TARGET_SIGMA).
+    let target_sigma: Option<f64> = std::env::var("LADDER_SIGMA").ok().and_then(|s| s.parse().ok());
+    println!("target sigma {:?} (LADDER_SIGMA)", target_sigma.unwrap_or(super::autorange::TARGET_SIGMA));
     println!("coarse sigma {coarse_sigma:?} (LADDER_COARSE_SIGMA; 0 = the 31-packet coarse trains)");
     // LADDER_DELAY_MS: the one-way delay of both paths (default 10 ms at 10 Mbit/s, 5 ms at 100).
     let one_way: Option<f64> = std::env::var("LADDER_DELAY_MS").ok().and_then(|s| s.parse::<f64>().ok());
@@ -223,7 +226,10 @@ fn ladder_harness() {
             let mut t = 2.0;
             let (mut errs, mut times, mut over, mut ntrains) = (Vec::new(), Vec::new(), 0, 0);
             for k in 0..runs {
-                let plan = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500)).with_coarse_sigma(coarse_sigma);
+                let mut plan = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500)).with_coarse_sigma(coarse_sigma);
+                if let Some(sigma) = target_sigma {
+                    plan = plan.with_target_sigma(sigma);
+                }
                 let mut ladder = Ladder::from_plan(plan, client_estimator().max_loss_fraction);
                 if std::env::var("LADDER_NO_RTT").is_err() {
                     ladder = ladder.with_round_trip(Dur::from_secs_f64(2.0 * delay));
@@ -239,7 +245,8 @@ fn ladder_harness() {
                 // `time_budget_ms`).
                 let extra = if r.trains.len() > 1 { r.answer_length + 2.0 * delay } else { 0.0 };
                 let budget = r.answer_length + 2.0 * delay + 0.020 + extra;
-                over += (r.time > budget) as u32;
+                let late = r.time > budget;
+                over += late as u32;
                 if verbose {
                     let seq: Vec<String> = r
                         .trains
@@ -257,8 +264,9 @@ fn ladder_harness() {
                     let cap = r.capacity.map_or("-".to_string(), |c| format!("{:.2}", c.as_mbps()));
                     let refined = r.refined.as_ref().map_or("-".to_string(), |o| o.to_string());
                     println!(
-                        "  {k:>2} e {e:>5.1} % {:>6.1} ms C {cap} refined {refined} {}",
+                        "  {k:>2} e {e:>5.1} % {:>6.1} ms{} C {cap} refined {refined} {}",
                         r.time * 1e3,
+                        if late { " OVER" } else { "" },
                         seq.join(" ")
                     );
                 }

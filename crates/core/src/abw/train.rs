@@ -518,6 +518,9 @@ impl TrainJudge {
     }
 }
 
+/// [`cut_short`]'s reason when the part received shows no knee.
+pub const CUT_WITHOUT_KNEE: &str = "no knee in the part received";
+
 /// Why a train cut after `judged` of its `packets` packets says nothing (rule 2's "enough"):
 /// `None` when the part received already holds the answer.
 ///
@@ -533,7 +536,7 @@ impl TrainJudge {
 pub fn cut_short(estimate: &TrainEstimate, judged: usize, packets: usize, busy_period: usize) -> Option<String> {
     let why = match (&estimate.outcome, estimate.knee) {
         (Outcome::Inconclusive { .. }, _) => return None,
-        (Outcome::AboveRange { .. }, _) | (_, None) => "no knee in the part received".to_string(),
+        (Outcome::AboveRange { .. }, _) | (_, None) => CUT_WITHOUT_KNEE.to_string(),
         (_, Some(k)) if (judged as u64) < k as u64 + 1 + busy_period.max(1) as u64 => {
             format!("the excursion from packet {k} had not lasted {} gaps", busy_period.max(1))
         }
