@@ -46,7 +46,9 @@ use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
 use headroom_testbed::sys;
 use headroom_testbed::topology::{Buffer, Shaper};
-use headroom_testbed::traffic::{CrossReport, CrossSource, CrossTraffic, GENERATOR_PRIORITY};
+use headroom_testbed::traffic::{
+    CrossReport, CrossSource, CrossTraffic, GeneratorLateness, GENERATOR_PRIORITY, LATE_SEND,
+};
 use headroom_testbed::{Bottleneck, Testbed, Topology};
 
 use crate::chirp_smoothing::{self, Chirp};
@@ -525,12 +527,16 @@ fn shaper_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     s
 }
 
+fn generator_lateness(r: &BenchRow) -> Option<GeneratorLateness> {
+    r.cross_report.and_then(|x| x.generator_lateness)
+}
+
 pub fn csv(rows: &[BenchRow]) -> String {
-    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes,cross_source,cross_offered_mbps,cross_carried_mbps,box_lateness_mean_us\n");
+    let mut s = String::from("cross_mbps,method,judge,client_default,decrease_factor,verdict,estimate_mbps,train_time_ms,call_time_ms,train_length_ms,train_bytes,lost,spacing_error_max_us,ranging_trains,shaper_rate_mbps,shaper_burst_bytes,cross_source,cross_offered_mbps,cross_carried_mbps,box_lateness_mean_us,generator_lateness_mean_us,generator_late_share\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{:.2},{:.2},{:.2},{},{},{:.1},{},{},{},{},{},{},{},{},{}",
             r.cross.as_mbps(),
             r.method.name(),
             r.judge.label(),
@@ -553,7 +559,9 @@ pub fn csv(rows: &[BenchRow]) -> String {
             r.cross_report.map(|x| x.source.name()).unwrap_or_default(),
             r.cross_report.map(|x| format!("{:.4}", x.offered.as_mbps())).unwrap_or_default(),
             r.cross_report.map(|x| format!("{:.4}", x.carried.as_mbps())).unwrap_or_default(),
-            r.box_lateness.map(|x| format!("{:.1}", x.as_secs_f64() * 1e6)).unwrap_or_default()
+            r.box_lateness.map(|x| format!("{:.1}", x.as_secs_f64() * 1e6)).unwrap_or_default(),
+            generator_lateness(r).map(|g| format!("{:.1}", g.mean.as_secs_f64() * 1e6)).unwrap_or_default(),
+            generator_lateness(r).map(|g| format!("{:.4}", g.late_share)).unwrap_or_default()
         );
     }
     s
@@ -687,6 +695,18 @@ fn cross_lines(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
             x.offered_packets,
             x.elapsed.as_secs_f64()
         );
+        // The generator's fidelity, as the box's lateness is the link's: a generator that sent
+        // late sent in bursts, and a train then met other cross traffic than the level's.
+        if let Some(g) = x.generator_lateness {
+            let _ = writeln!(
+                s,
+                "    the generator's send lateness: mean {:.1} us, max {:.1} us, {:.2} % of its packets more than {} us late",
+                g.mean.as_secs_f64() * 1e6,
+                g.max.as_secs_f64() * 1e6,
+                g.late_share * 100.0,
+                LATE_SEND.0 / 1000
+            );
+        }
     }
     s
 }

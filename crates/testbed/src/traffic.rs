@@ -92,11 +92,28 @@ pub struct UdpSendReport {
     pub send_errors: u64,
     /// The scheduled duration (rate = bytes * 8 / duration).
     pub duration: Dur,
+    /// Send lateness (the time stamped into a datagram minus its scheduled send time): the sum
+    /// over the packets sent, the largest, and how many left more than [`LATE_SEND`] late (a
+    /// generator that waited that long sends its overdue packets in a burst, and a train
+    /// crossing the bottleneck meanwhile met less cross traffic, then more, than the nominal
+    /// rate).
+    pub lateness_sum_ns: u64,
+    pub lateness_max_ns: u64,
+    pub late_sends: u64,
 }
+
+/// A send this late counts in [`UdpSendReport::late_sends`]: about the mean gap of 90 Mbit/s of
+/// 1,000-byte packets (89 µs).
+pub const LATE_SEND: Dur = Dur(100_000);
 
 impl UdpSendReport {
     pub fn rate(&self) -> Rate {
         Bytes(self.bytes).per(self.duration)
+    }
+
+    /// Mean send lateness over the packets sent (zero when none was).
+    pub fn mean_lateness(&self) -> Dur {
+        Dur(self.lateness_sum_ns.checked_div(self.packets).unwrap_or(0))
     }
 }
 
@@ -158,7 +175,8 @@ fn udp_send_loop(
         let due = next as u64;
         wait_until_ns(&mut pacer, due);
         buf[0..8].copy_from_slice(&seq.to_be_bytes());
-        buf[8..16].copy_from_slice(&sys::now_ns().to_be_bytes());
+        let sent_at = sys::now_ns();
+        buf[8..16].copy_from_slice(&sent_at.to_be_bytes());
         if let Some(at) = buf.get_mut(UDP_HEADER..UDP_HEADER_WITH_DUE) {
             at.copy_from_slice(&due.to_be_bytes());
         }
@@ -166,6 +184,10 @@ fn udp_send_loop(
             Ok(_) => {
                 rep.packets += 1;
                 rep.bytes += g.size as u64;
+                let late = sent_at.saturating_sub(due);
+                rep.lateness_sum_ns += late;
+                rep.lateness_max_ns = rep.lateness_max_ns.max(late);
+                rep.late_sends += (late > LATE_SEND.0) as u64;
                 if let Some(c) = counters {
                     c.packets.fetch_add(1, Ordering::Relaxed);
                     c.bytes.fetch_add(g.size as u64, Ordering::Relaxed);
@@ -733,6 +755,18 @@ pub struct CrossReport {
     /// Packets offered and packets that did not come through.
     pub offered_packets: u64,
     pub lost_packets: u64,
+    /// The generator's send lateness ([`UdpSendReport`]): mean, largest, and the share of its
+    /// packets sent more than [`LATE_SEND`] late; `None` for the in-link source, whose virtual
+    /// arrivals are never late, and for no cross traffic.
+    pub generator_lateness: Option<GeneratorLateness>,
+}
+
+/// See [`CrossReport::generator_lateness`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GeneratorLateness {
+    pub mean: Dur,
+    pub max: Dur,
+    pub late_share: f64,
 }
 
 enum Running<'a> {
@@ -782,9 +816,15 @@ impl<'a> CrossTraffic<'a> {
 
     /// Stops it (in-link: the link carries no cross traffic afterwards) and reports what it did.
     pub fn stop(self) -> Result<CrossReport> {
+        let mut generator_lateness = None;
         let (offered_packets, offered_bytes, carried_packets, carried_bytes) = match self.running {
             Running::Generator(g) => {
                 let (sent, got) = g.finish()?;
+                generator_lateness = (sent.packets > 0).then(|| GeneratorLateness {
+                    mean: sent.mean_lateness(),
+                    max: Dur(sent.lateness_max_ns),
+                    late_share: sent.late_sends as f64 / sent.packets as f64,
+                });
                 (sent.packets, sent.bytes, got.packets, got.bytes)
             }
             Running::InLink { tb, before } => {
@@ -807,6 +847,7 @@ impl<'a> CrossTraffic<'a> {
             carried: Bytes(carried_bytes).per(elapsed),
             offered_packets,
             lost_packets: offered_packets.saturating_sub(carried_packets),
+            generator_lateness,
         })
     }
 }
@@ -854,5 +895,41 @@ mod bulk_send_tests {
                 assert!(r.is_err(), "a reset without a stop is an error: {r:?}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod lateness_tests {
+    use super::*;
+
+    /// The generator's lateness report adds up what its datagrams carry: each one's send stamp
+    /// minus its scheduled time, as a receiver reads them (loopback, 20 ms of 20 Mbit/s Poisson
+    /// traffic; no bound on the lateness itself, which is the machine's).
+    #[test]
+    fn the_send_lateness_is_what_the_datagrams_carry() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = rx.local_addr().unwrap();
+        // The receiver ends 200 ms after the last datagram, having read them all.
+        let receiver = std::thread::spawn(move || {
+            udp_receive(&rx, None, &AtomicBool::new(false), Duration::from_millis(200), true)
+        });
+        let g = UdpGen {
+            dst,
+            rate: Rate::from_mbps(20),
+            size: 1000,
+            pattern: Pattern::Poisson,
+            duration: Dur::from_millis(20),
+            seed: 7,
+            flow_id: 1,
+            realtime: false,
+        };
+        let sent = udp_send(&UdpSocket::bind("127.0.0.1:0").unwrap(), &g, None, None).unwrap();
+        let got = receiver.join().unwrap().unwrap();
+        assert!(sent.packets > 20, "{sent:?}");
+        assert_eq!(got.packets, sent.packets, "loopback keeps every datagram");
+        assert_eq!(got.lateness_ns.iter().sum::<u64>(), sent.lateness_sum_ns);
+        assert_eq!(got.lateness_ns.iter().max().copied().unwrap_or(0), sent.lateness_max_ns);
+        assert_eq!(got.lateness_ns.iter().filter(|&&l| l > LATE_SEND.0).count() as u64, sent.late_sends);
+        assert_eq!(sent.mean_lateness(), Dur(sent.lateness_sum_ns / sent.packets));
     }
 }
