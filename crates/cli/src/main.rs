@@ -13,6 +13,7 @@ mod plot;
 mod probe;
 mod probe_bench;
 mod probe_monitor;
+mod probe_replay;
 mod probe_watch;
 mod proxy;
 mod proxy_bench;
@@ -56,6 +57,8 @@ enum Cmd {
     Serve(probe::ServeArgs),
     /// Benchmark PathQuick against pathChirp on the testbed (root): 12 Mbit/s, 26 ms each way, Poisson cross traffic.
     ProbeBench(probe_bench::ProbeBenchArgs),
+    /// Judge the trains of a `probe-bench --dump` again offline and replay auto-ranging's ladder on them: recorded against replayed answers, per estimate.
+    ProbeReplay(probe_replay::ProbeReplayArgs),
     /// PathQuick and pathChirp train designs: the paper's analytic comparison, or your own.
     Design(probe::DesignArgs),
     /// Split-TCP proxy (performance-enhancing proxy): relays clients to one upstream.
@@ -95,6 +98,7 @@ fn main() {
         Cmd::Serve(a) => probe::run_serve(a),
         Cmd::Design(a) => probe::run_design(a),
         Cmd::ProbeBench(a) => probe_bench::run_probe_bench(a),
+        Cmd::ProbeReplay(a) => probe_replay::run(a),
         Cmd::Proxy(a) => proxy::run(a),
         Cmd::ProxyBench(a) => proxy_bench::run(a),
         Cmd::ProxyFig3(a) => proxy_fig3::run(a),

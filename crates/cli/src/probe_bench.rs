@@ -86,28 +86,11 @@ pub struct ProbeBenchArgs {
     /// Bottleneck buffer (`100pkts` as in the simulated Fig. 6, or bytes such as `150KB`).
     #[arg(long, default_value = "100pkts")]
     pub buffer: String,
-    /// Highest rate to probe; without it both methods find the range themselves
-    /// (`EstimateOptions::auto_range`: PathQuick's coarse + fine trains, one wide chirp).
-    #[arg(long, value_parser = parse_positive::<Rate>)]
-    pub bmax: Option<Rate>,
-    /// Auto-ranging's target standard deviation, as a fraction of the capacity (default
-    /// `autorange::TARGET_SIGMA`): PathQuick's fine train is made long enough for it.
-    #[arg(long)]
-    pub target_sigma: Option<f64>,
+    #[command(flatten)]
+    pub client: ClientChoice,
     /// Pause between two estimates.
     #[arg(long, default_value = "300ms")]
     pub pause: Dur,
-    /// Also fit the knee (`EstimatorConfig::knee_fit`, see docs/pathquick.md).
-    #[arg(long)]
-    pub knee_fit: bool,
-    /// `headroom probe --detect-shaper`: auto-ranging's fine train with the shaper size step
-    /// (3 B, four times the bytes), to empty larger buckets. The shaper grid uses it.
-    #[arg(long, conflicts_with = "no_detect_shaper")]
-    pub detect_shaper: bool,
-    /// `headroom probe --no-detect-shaper`: no shaper detection (PathQuick looks for shapers
-    /// by default).
-    #[arg(long)]
-    pub no_detect_shaper: bool,
     /// Leave the probe server's and client's threads at normal priority (see the module doc).
     #[arg(long)]
     pub no_realtime: bool,
@@ -177,11 +160,15 @@ pub struct BenchRow {
 }
 
 /// Header of `--dump`: one line per packet of every train.
-const DUMP_HEADER: &str = "cross_mbps,method,estimate,train,role,verdict,value_mbps,knee,index,size,send_ns,recv_ns\n";
+pub const DUMP_HEADER: &str =
+    "cross_mbps,method,estimate,train,role,verdict,value_mbps,knee,index,size,send_ns,recv_ns,\
+     late,spacing_error_mean_ns,spacing_error_max_ns,round_trip_ns\n";
 
 /// The `--dump` lines of one estimate: its coarse trains (`coarse`), then its answer's trains
 /// (`answer`), every packet with the times the client judged (send offset carried by the probe,
-/// kernel receive timestamp; empty when lost or cut).
+/// kernel receive timestamp; empty when lost or cut), each train's pacing as the server
+/// reported it (packets late, mean and max send-time error) and the session's round trip:
+/// what `headroom probe-replay` needs to judge the trains again.
 fn dump_lines(cross: Rate, method: Method, estimate: usize, e: &headroom_net::Estimate) -> String {
     let mut s = String::new();
     let trains = e.ranging.iter().map(|t| ("coarse", t)).chain(e.trains.iter().map(|t| ("answer", t)));
@@ -192,18 +179,75 @@ fn dump_lines(cross: Rate, method: Method, estimate: usize, e: &headroom_net::Es
         for r in &t.records {
             let _ = writeln!(
                 s,
-                "{},{},{estimate},{k},{role},{},{value},{knee},{},{},{},{}",
+                "{},{},{estimate},{k},{role},{},{value},{knee},{},{},{},{},{},{},{},{}",
                 cross.as_mbps(),
                 method.name(),
                 o.kind(),
                 r.index,
                 r.size.0,
                 r.send_time.0,
-                r.recv_time.map(|t| t.0.to_string()).unwrap_or_default()
+                r.recv_time.map(|t| t.0.to_string()).unwrap_or_default(),
+                t.late,
+                t.spacing_error_mean.0,
+                t.spacing_error_max.0,
+                e.round_trip.as_nanos()
             );
         }
     }
     s
+}
+
+/// How the bench's client estimates: its options, which `headroom probe-replay` takes too, to
+/// judge a dump's trains as the client did.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct ClientChoice {
+    /// Highest rate to probe; without it both methods find the range themselves
+    /// (`EstimateOptions::auto_range`: PathQuick's coarse + fine trains, one wide chirp).
+    #[arg(long, value_parser = parse_positive::<Rate>)]
+    pub bmax: Option<Rate>,
+    /// Auto-ranging's target standard deviation, as a fraction of the capacity (default
+    /// `autorange::TARGET_SIGMA`): PathQuick's fine train is made long enough for it.
+    #[arg(long)]
+    pub target_sigma: Option<f64>,
+    /// Also fit the knee (`EstimatorConfig::knee_fit`, see docs/pathquick.md).
+    #[arg(long)]
+    pub knee_fit: bool,
+    /// `headroom probe --detect-shaper`: auto-ranging's fine train with the shaper size step
+    /// (3 B, four times the bytes), to empty larger buckets. The shaper grid uses it.
+    #[arg(long, conflicts_with = "no_detect_shaper")]
+    pub detect_shaper: bool,
+    /// `headroom probe --no-detect-shaper`: no shaper detection (PathQuick looks for shapers
+    /// by default).
+    #[arg(long)]
+    pub no_detect_shaper: bool,
+}
+
+impl ClientChoice {
+    /// One single-train estimate of `method` (a `fixed` design, `--bmax`, or auto-ranging).
+    pub fn options(&self, method: Method, fixed: Option<TrainDesign>) -> EstimateOptions {
+        let defaults = EstimateOptions::for_method(method);
+        let mut opts = EstimateOptions {
+            repeat: 1,
+            b_max: self.bmax.unwrap_or(defaults.b_max),
+            auto_range: self.bmax.is_none() && fixed.is_none(),
+            design: fixed,
+            target_sigma: self.target_sigma.unwrap_or(defaults.target_sigma),
+            ..defaults
+        };
+        if self.knee_fit {
+            opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
+        }
+        // `headroom probe --detect-shaper`: the shaper train, and detection for pathChirp
+        // too; `--no-detect-shaper`: none (PathQuick looks for shapers by default).
+        if self.detect_shaper {
+            opts.estimator = EstimatorConfig { detect_shaper: true, ..opts.estimator };
+            opts.shaper_train = true;
+        }
+        if self.no_detect_shaper {
+            opts.estimator = EstimatorConfig { detect_shaper: false, ..opts.estimator };
+        }
+        opts
+    }
 }
 
 pub fn run_probe_bench(a: ProbeBenchArgs) -> Result<()> {
@@ -344,28 +388,8 @@ fn run_level(
     let mut rows = Vec::new();
     for n in 0..a.trains as usize {
         for method in [Method::PathQuick, Method::PathChirp] {
-            let defaults = EstimateOptions::for_method(method);
             let fixed = a.designs.as_ref().map(|d| d[(method == Method::PathChirp) as usize].clone());
-            let mut opts = EstimateOptions {
-                repeat: 1,
-                b_max: a.bmax.unwrap_or(defaults.b_max),
-                auto_range: a.bmax.is_none() && fixed.is_none(),
-                design: fixed,
-                target_sigma: a.target_sigma.unwrap_or(defaults.target_sigma),
-                ..defaults
-            };
-            if a.knee_fit {
-                opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
-            }
-            // `headroom probe --detect-shaper`: the shaper train, and detection for pathChirp
-            // too; `--no-detect-shaper`: none (PathQuick looks for shapers by default).
-            if a.detect_shaper {
-                opts.estimator = EstimatorConfig { detect_shaper: true, ..opts.estimator };
-                opts.shaper_train = true;
-            }
-            if a.no_detect_shaper {
-                opts.estimator = EstimatorConfig { detect_shaper: false, ..opts.estimator };
-            }
+            let opts = a.client.options(method, fixed);
             let realtime = !a.no_realtime;
             let estimator = opts.estimator;
             let called = std::time::Instant::now();
@@ -741,8 +765,8 @@ fn capacity_goals(a: &ProbeBenchArgs, rows: &[BenchRow]) -> String {
     let _ = writeln!(
         s,
         "\ngoals (issue 19), error in % of the {cap} Mbit/s capacity, {}: PathQuick median |error| <= 5 %, p90 <= 10 %, each estimate within train + RTT + 20 ms{}",
-        if a.bmax.is_none() { "auto-ranging (no --bmax)" } else { "fixed range" },
-        if a.bmax.is_none() { " + one train and its RTT" } else { "" }
+        if a.client.bmax.is_none() { "auto-ranging (no --bmax)" } else { "fixed range" },
+        if a.client.bmax.is_none() { " + one train and its RTT" } else { "" }
     );
     let _ = writeln!(
         s,

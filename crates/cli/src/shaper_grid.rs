@@ -19,7 +19,7 @@ use headroom_core::abw::Method;
 use headroom_core::stats::median;
 use headroom_core::units::{Bytes, Rate};
 
-use crate::probe_bench::{measure, BenchRow, ProbeBenchArgs};
+use crate::probe_bench::{measure, BenchRow, ClientChoice, ProbeBenchArgs};
 
 /// Token rates and bucket depths, `RATE,RATE,.../BURST,BURST,...`.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,7 +89,7 @@ pub fn cell_line(rate: Rate, burst: Bytes, rows: &[BenchRow], load: &str) -> (St
 
 /// Runs the grid and prints the table.
 pub fn run(a: &ProbeBenchArgs, grid: &ShaperGrid) -> Result<()> {
-    if a.bmax.is_some() {
+    if a.client.bmax.is_some() {
         bail!("--shaper-grid measures auto-ranging: leave out --bmax");
     }
     if let Some(r) = grid.rates.iter().find(|r| **r > a.rate) {
@@ -124,8 +124,7 @@ pub fn run(a: &ProbeBenchArgs, grid: &ShaperGrid) -> Result<()> {
                 csv: None,
                 dump: None,
                 shaper_grid: None,
-                detect_shaper: true,
-                no_detect_shaper: false,
+                client: ClientChoice { detect_shaper: true, no_detect_shaper: false, ..a.client },
                 ..a.clone()
             };
             let (rows, _) = measure(&cell)?;

@@ -242,3 +242,29 @@ fn pacing_grid_reports_the_spacing_error_at_each_rate() {
     fails_with(&["probe-bench", "--pacing-grid", "10Mbps,fast"], "fast");
     fails_with(&["probe-bench", "--pacing-grid", "--bmax", "10Mbps"], "cannot be used with");
 }
+
+#[test]
+fn probe_replay_refuses_what_is_not_a_dump() {
+    let dir = std::env::temp_dir().join(format!("headroom-replay-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing.dump");
+    fails_with(&["probe-replay", missing.to_str().unwrap()], "cannot read");
+    // A CSV of estimates (`--csv`), not of packets (`--dump`).
+    let estimates = dir.join("estimates.csv");
+    std::fs::write(&estimates, "cross_mbps,method,judge\n6,pathquick,fit\n").unwrap();
+    fails_with(&["probe-replay", estimates.to_str().unwrap()], "is not a probe-bench dump");
+    // Binary garbage.
+    let garbage = dir.join("garbage.dump");
+    std::fs::write(&garbage, [0xff_u8, 0x00, 0x13, 0x37, 0xfe]).unwrap();
+    fails_with(&["probe-replay", garbage.to_str().unwrap()], "cannot read");
+    // A well-formed dump with nothing to replay at the level asked for.
+    let empty = dir.join("empty.dump");
+    std::fs::write(
+        &empty,
+        "cross_mbps,method,estimate,train,role,verdict,value_mbps,knee,index,size,send_ns,recv_ns,\
+         late,spacing_error_mean_ns,spacing_error_max_ns,round_trip_ns\n",
+    )
+    .unwrap();
+    fails_with(&["probe-replay", empty.to_str().unwrap(), "--level", "6"], "no PathQuick estimate");
+    let _ = std::fs::remove_dir_all(&dir);
+}

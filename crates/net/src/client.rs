@@ -241,6 +241,10 @@ pub struct Estimate {
     pub ranging: Vec<TrainReport>,
     /// How the client's address was proved before the first train.
     pub handshake: Handshake,
+    /// The session's round trip to the server, from its last HELLO/CHALLENGE (zero before any):
+    /// what auto-ranging's ladder counts each further train as costing
+    /// (`Ladder::with_round_trip`), and what a replay of the estimate needs.
+    pub round_trip: Duration,
     /// A token-bucket shaper seen by the answer's trains (more than half of them; the mean of
     /// their rates and bursts) or, when auto-ranging stopped at it, by a coarse train.
     pub shaper: Option<ShaperEstimate>,
@@ -612,9 +616,9 @@ enum Credential {
     Token(AddressToken),
 }
 
-/// Auto-ranging as `options` ask: the fine train's target spread and, when looking for
-/// shapers, at most the shaper size step.
-fn auto_range_plan(options: &EstimateOptions, top: Rate, smallest: Bytes, largest: Bytes) -> AutoRange {
+/// Auto-ranging as `options` ask (the client's, and `headroom probe-replay`'s): the fine
+/// train's target spread and, when looking for shapers, at most the shaper size step.
+pub fn auto_range_plan(options: &EstimateOptions, top: Rate, smallest: Bytes, largest: Bytes) -> AutoRange {
     let plan = AutoRange::new(top, smallest, largest).with_target_sigma(options.target_sigma);
     if options.shaper_train {
         plan.with_fine_delta_p(SHAPER_DELTA_P)
@@ -995,6 +999,7 @@ impl ProbeSession {
             design,
             ranging,
             handshake,
+            round_trip: self.handshake_rtt,
             shaper,
             server,
             trains: reports,
@@ -1011,12 +1016,25 @@ impl ProbeSession {
     /// or without the queue-growth fit (the papers' judges stay as the papers have them), when
     /// no capacity shows, or when the re-reading does not apply (not an estimate, a shaper).
     fn reread(&self, options: &EstimateOptions, design: &TrainDesign, rep: &TrainReport) -> Option<Outcome> {
-        if !matches!(design, TrainDesign::PathQuick(_)) || !options.estimator.growth_fit {
-            return None;
-        }
-        let c = self.capacity.or_else(|| dispersion::capacity(&rep.records, DISPERSION_NOISE))?;
-        dispersion::refine_train(&rep.estimate, &rep.records, c)
+        reread(options, design, &rep.estimate, &rep.records, self.capacity)
     }
+}
+
+/// [`ProbeSession`]'s re-reading of a train that was not auto-ranging's answer (a fixed-range
+/// or tracked train) judged `estimate` from `records`, with the `capacity` a ladder found
+/// (else the train's own); also what `headroom probe-replay` applies.
+pub fn reread(
+    options: &EstimateOptions,
+    design: &TrainDesign,
+    estimate: &TrainEstimate,
+    records: &[ProbeRecord],
+    capacity: Option<Rate>,
+) -> Option<Outcome> {
+    if !matches!(design, TrainDesign::PathQuick(_)) || !options.estimator.growth_fit {
+        return None;
+    }
+    let c = capacity.or_else(|| dispersion::capacity(records, DISPERSION_NOISE))?;
+    dispersion::refine_train(estimate, records, c)
 }
 
 /// A train of this estimate that took tokens from a shaper's bucket before the answer's train

@@ -387,7 +387,7 @@ const FIG8_CLOSE_MBPS: f64 = 20.0;
 /// "pathquick-fit"). `HEADROOM_FIG8_LEVELS` (Mb/s, comma-separated) and `HEADROOM_FIG8_TRAINS`
 /// shrink the run (the root test uses them); the defaults are 0, 5, …, 95 and 10 trains.
 fn pathquick_fig8(dir: &Path) -> Result<String> {
-    use crate::probe_bench::{measure, BenchRow, Judge, ProbeBenchArgs};
+    use crate::probe_bench::{measure, BenchRow, ClientChoice, Judge, ProbeBenchArgs};
     use headroom_core::abw::{ChirpSpec, Method as Probe, QuickSpec, TrainDesign};
     let levels: Vec<u64> = match std::env::var("HEADROOM_FIG8_LEVELS") {
         Ok(v) => v
@@ -423,12 +423,8 @@ fn pathquick_fig8(dir: &Path) -> Result<String> {
         shaper_grid: None,
         pacing_grid: None,
         buffer: "100pkts".into(),
-        bmax: None,
-        target_sigma: None,
+        client: ClientChoice::default(),
         pause: Dur::from_millis(100),
-        knee_fit: false,
-        detect_shaper: false,
-        no_detect_shaper: false,
         no_realtime: false,
         csv: None,
         dump: None,

@@ -493,29 +493,38 @@ impl TrainJudge {
                 }
             })
             .collect();
-        let mut estimate = estimate_train(&records, &self.estimator);
+        let schedule: Vec<TrainPacket> = self.slots.iter().map(|s| s.scheduled).collect();
+        let mut estimate = judge_records(&schedule, &records, self.pacing, &self.estimator);
         estimate.duplicates += self.duplicates;
-        if len < self.slots.len() {
-            if let Some(reason) = cut_short(&estimate, len, self.slots.len(), self.estimator.busy_period) {
-                estimate.outcome = Outcome::Inconclusive { reason };
-            }
-        }
-        // A shaper's token rate is read from the receive side, where the shaper's busy queue
-        // paces the packets whatever the sender did (`super::shaper`): bad pacing does not
-        // void it.
-        if let Some(reason) = self.pacing.and_then(|p| pacing_fault(&self.slots_schedule(), &p)) {
-            if estimate.shaper.is_none() {
-                estimate.outcome = Outcome::Inconclusive { reason };
-            }
-        }
         Some(TrainVerdict { judgement, estimate, records, after_judging: self.after_judging })
     }
 }
 
-impl TrainJudge {
-    fn slots_schedule(&self) -> Vec<TrainPacket> {
-        self.slots.iter().map(|s| s.scheduled).collect()
+/// The estimate of a train of `schedule` from the `records` judged (the first
+/// `records.len()` packets: fewer than the schedule when the train was cut), with the sender's
+/// `pacing` report when it came: [`estimate_train`], then rule 2's cut ([`cut_short`]) and
+/// rule 4's pacing ([`pacing_fault`]). What [`TrainJudge::verdict`] answers, and what a
+/// recorded train is judged with again (`headroom probe-replay`).
+pub fn judge_records(
+    schedule: &[TrainPacket],
+    records: &[ProbeRecord],
+    pacing: Option<PacingReport>,
+    estimator: &EstimatorConfig,
+) -> TrainEstimate {
+    let mut estimate = estimate_train(records, estimator);
+    if records.len() < schedule.len() {
+        if let Some(reason) = cut_short(&estimate, records.len(), schedule.len(), estimator.busy_period) {
+            estimate.outcome = Outcome::Inconclusive { reason };
+        }
     }
+    // A shaper's token rate is read from the receive side, where the shaper's busy queue
+    // paces the packets whatever the sender did (`super::shaper`): bad pacing does not void it.
+    if let Some(reason) = pacing.and_then(|p| pacing_fault(schedule, &p)) {
+        if estimate.shaper.is_none() {
+            estimate.outcome = Outcome::Inconclusive { reason };
+        }
+    }
+    estimate
 }
 
 /// [`cut_short`]'s reason when the part received shows no knee.
