@@ -1,7 +1,8 @@
 //! `headroom reproduce pathquick-fig8` on a small case (root only; prints `SKIP: <reason>`
 //! otherwise, fails under CI): two cross-traffic levels, three trains each. The files are
 //! written, the CSV holds every train judged three ways, and the summary's share of PathQuick
-//! estimates within ±20 Mb/s is the one the CSV gives.
+//! estimates within ±20 Mb/s is the one the CSV gives. The cross traffic comes from the delay
+//! box's in-link source (`HEADROOM_FIG8_CROSS`), and a source that does not exist is refused.
 
 use std::process::Command;
 
@@ -16,6 +17,7 @@ fn fig8_on_the_testbed_writes_its_files_and_a_summary_computed_from_them() {
         .arg(&dir)
         .env("HEADROOM_FIG8_LEVELS", "0,50")
         .env("HEADROOM_FIG8_TRAINS", "3")
+        .env("HEADROOM_FIG8_CROSS", "in-link")
         .output()
         .expect("run headroom reproduce");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -43,5 +45,20 @@ fn fig8_on_the_testbed_writes_its_files_and_a_summary_computed_from_them() {
     let share = format!("{:.0}%", 100.0 * within as f64 / quick.len() as f64);
     let line = summary.lines().find(|l| l.starts_with("PathQuick estimates within ±20")).expect("claim line");
     assert!(line.trim_end().ends_with(&share), "summary says `{line}`, the CSV gives {share}\n{summary}");
+    // The cross traffic came from the source asked for, and the summary says so.
+    let source = col("cross_source");
+    assert!(rows.iter().all(|r| r[source] == "in-link"), "{csv}");
+    assert!(summary.contains("from the in-link source"), "{summary}");
     eprintln!("{summary}");
+
+    // A source that does not exist is refused before any testbed is built.
+    let bad = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["reproduce", "pathquick-fig8", "--out"])
+        .arg(&dir)
+        .env("HEADROOM_FIG8_CROSS", "fast")
+        .output()
+        .expect("run headroom reproduce");
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("HEADROOM_FIG8_CROSS") && err.contains("`fast`"), "{err}");
 }
