@@ -544,7 +544,9 @@ enum Rung {
 /// fit read 20–23 Mbit/s on the 34 ms coarse train, and the fine train around it overflowed),
 /// and the answer's estimate is re-read from its busy gaps ([`Ladder::refined`],
 /// [`super::dispersion::refine`]): the fit takes `A` and `1/C` from the same noisy delays and
-/// has twice the error it would have with `C` known.
+/// has twice the error it would have with `C` known. A fit at the top of a train that lost
+/// packets, with no busy gap above it before the loss, gives way to the train's confirmed
+/// reading ([`super::dispersion::refine_answer`], session 15).
 ///
 /// **With the capacity known** (issue 19, session 9; module doc): a coarse train that queued is
 /// read from its busy gaps whatever the fit said, and the fine train spans two spreads of that
@@ -608,8 +610,16 @@ impl Ladder {
     }
 
     /// The answer is train `this`, judged `estimate` from `records`.
-    fn answer(&mut self, this: usize, estimate: &TrainEstimate, records: &[ProbeRecord]) -> LadderStep {
-        self.refined = self.capacity.and_then(|c| super::dispersion::refine_train(estimate, records, c));
+    fn answer(
+        &mut self,
+        this: usize,
+        design: &QuickDesign,
+        estimate: &TrainEstimate,
+        records: &[ProbeRecord],
+    ) -> LadderStep {
+        self.refined = self
+            .capacity
+            .and_then(|c| super::dispersion::refine_answer(estimate, records, c, design.b_min(), DISPERSION_NOISE));
         LadderStep::Answer(this)
     }
 
@@ -853,10 +863,10 @@ impl Ladder {
                         self.rung = Rung::Retry;
                         self.train(again, false, built_queue(records))
                     }
-                    None => self.answer(this, estimate, records),
+                    None => self.answer(this, design, estimate, records),
                 })
             }
-            Rung::Retry => Ok(self.answer(this, estimate, records)),
+            Rung::Retry => Ok(self.answer(this, design, estimate, records)),
         }
     }
 }
@@ -1369,9 +1379,9 @@ mod tests {
         assert!(c3.b_max() <= c2.b_min(), "{c3:?}");
     }
 
-    #[test]
-    fn a_fine_train_without_an_estimate_whose_delays_confirm_its_busy_reading_answers_with_it() {
-        // 10 Mbit/s, capacity known, the second coarse train read A₀ = 4: the fine train.
+    /// 10 Mbit/s, the capacity known from the first coarse train, the second read `A₀` =
+    /// `a0` bit/s: the ladder and the fine train it sends.
+    fn fine_after_reading(a0: f64) -> (Ladder, QuickDesign) {
         let below = |d: &QuickDesign| estimate_of(Outcome::BelowRange { at_most: d.b_min() }, d.n, 0);
         let mut l = Ladder::from_plan(planner(), 0.2);
         let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
@@ -1380,8 +1390,39 @@ mod tests {
         else {
             panic!()
         };
-        let step = l.on_verdict(&c2, &below(&c2), &fluid_records(&c2, 10e6, 4e6)).unwrap();
+        let step = l.on_verdict(&c2, &below(&c2), &fluid_records(&c2, 10e6, a0)).unwrap();
         let LadderStep::Train { design: fine, whole: false, .. } = step else { panic!("{step:?}") };
+        (l, fine)
+    }
+
+    #[test]
+    fn a_fit_at_the_top_of_a_train_that_lost_packets_is_re_read_when_its_delays_confirm_a_lower_reading() {
+        let (l, fine) = fine_after_reading(4e6);
+        // The fit read 95 % of the train's top; the train lost a packet two thirds of the way,
+        // so no gap above the fit came before the loss and the busy gaps cannot correct it.
+        let fit = Rate((fine.b_max().bps() as f64 * 0.95) as u64);
+        let top = estimate_of(Outcome::Estimate(fit), fine.n, 1);
+        let lossy = |a: f64| {
+            let mut r = fluid_records(&fine, 10e6, a);
+            r[fine.n as usize * 2 / 3].recv_time = None;
+            r
+        };
+        // Queued from A = 3 Mbit/s on: the delays confirm the busy reading, which is the answer.
+        let mut answered = l.clone();
+        assert_eq!(answered.on_verdict(&fine, &top, &lossy(3e6)).unwrap(), LadderStep::Answer(2));
+        let Some(Outcome::Estimate(a)) = answered.refined() else { panic!("{:?}", answered.refined()) };
+        assert!((a.as_mbps() - 3.0).abs() < 0.1, "{a} for A = 3 Mbit/s, the fit {fit}");
+        // The fit was right (A at 95 % of the top): a lower reading predicts a queue the train
+        // did not build, and the fit stands.
+        let mut answered = l.clone();
+        assert_eq!(answered.on_verdict(&fine, &top, &lossy(fit.bps() as f64)).unwrap(), LadderStep::Answer(2));
+        assert_eq!(answered.refined(), Some(&Outcome::Estimate(fit)));
+    }
+
+    #[test]
+    fn a_fine_train_without_an_estimate_whose_delays_confirm_its_busy_reading_answers_with_it() {
+        // 10 Mbit/s, capacity known, the second coarse train read A₀ = 4: the fine train.
+        let (l, fine) = fine_after_reading(4e6);
         // Cut by the judging deadline with no knee, though it queued from A = 3 Mbit/s on: the
         // busy reading is the answer, no retry.
         let judged = fine.n as usize * 2 / 3;

@@ -213,13 +213,22 @@ fn ladder_harness() {
     let target_sigma: Option<f64> = std::env::var("LADDER_SIGMA").ok().and_then(|s| s.parse().ok());
     println!("target sigma {:?} (LADDER_SIGMA)", target_sigma.unwrap_or(super::autorange::TARGET_SIGMA));
     println!("coarse sigma {coarse_sigma:?} (LADDER_COARSE_SIGMA; 0 = the 31-packet coarse trains)");
+    println!(
+        "one-way delay {:?} ms (LADDER_DELAY_MS), buffer {:?} packets (LADDER_BUFFER); default per path",
+        std::env::var("LADDER_DELAY_MS").ok(),
+        std::env::var("LADDER_BUFFER").ok()
+    );
     // LADDER_DELAY_MS: the one-way delay of both paths (default 10 ms at 10 Mbit/s, 5 ms at 100).
     let one_way: Option<f64> = std::env::var("LADDER_DELAY_MS").ok().and_then(|s| s.parse::<f64>().ok());
+    // LADDER_BUFFER: the buffer of both paths in packets (default 100 at 10 Mbit/s, 1,000 at
+    // 100; the PathQuick paper's Fig. 8 path is 100 at 100 Mbit/s, RTT 0.4 ms).
+    let packets: Option<usize> = std::env::var("LADDER_BUFFER").ok().and_then(|s| s.parse().ok());
     for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
         if only.is_some_and(|o| o * 1e6 != c) {
             continue;
         }
         let delay = one_way.map_or(delay, |ms| ms / 1e3);
+        let buffer = packets.unwrap_or(buffer);
         for load in [0.0, 0.3, 0.6, 0.9] {
             let a = c * (1.0 - load);
             let mut path = Path::new(c, c * load, buffer, delay, 7 + (load * 10.0) as u64);
