@@ -681,8 +681,15 @@ impl Ladder {
     /// either way ([`AutoRange::fine_from_reading`]); the first train's (1.6 ms of busy gaps)
     /// only when its spread is at most `A₀/4`, so that `[A₀/2, 2·A₀]` holds `A₀ ± 2` spreads;
     /// otherwise one coarse train around the capacity (topped at `2·C`, or the next rung down
-    /// when that covers it). `None`: no capacity, a shaper, a train that never queued or
-    /// overflowed, or too few busy gaps: the fit's verdict leads, as before.
+    /// when that covers it). `None`: no capacity, a shaper, a train that never queued, or too
+    /// few busy gaps: the fit's verdict leads, as before.
+    ///
+    /// A train that overflowed the buffer is read too, from its busy gaps before the first loss
+    /// (where [`super::dispersion::busy_reading`] stops): it queued before it overflowed. Until
+    /// session 15 an overflow read "below range" and the ladder walked down a rung; on the PathQuick
+    /// paper's Fig. 8 path (100 Mbit/s, a 100-packet buffer, RTT 0.4 ms) at 90 % load the 4 ms
+    /// second coarse train lost packets in most estimates, and the 85 ms rung below it put 72 of
+    /// 300 harness estimates over the time budget (4 with the reading; docs/results.md).
     fn ranging_reading(
         &mut self,
         this: usize,
@@ -691,9 +698,9 @@ impl Ladder {
         records: &[ProbeRecord],
     ) -> Result<Option<Next>, DesignError> {
         let queued = matches!(estimate.outcome, Outcome::Estimate(_) | Outcome::BelowRange { .. })
-            || self.said_nothing(estimate);
-        let Some(c) = self.capacity.filter(|_| queued && estimate.shaper.is_none() && !self.overflowed(estimate))
-        else {
+            || self.said_nothing(estimate)
+            || self.overflowed(estimate);
+        let Some(c) = self.capacity.filter(|_| queued && estimate.shaper.is_none()) else {
             return Ok(None);
         };
         // Busy gaps that carried more cross traffic than C: `A₀` = 0 with the spread of a full
@@ -1355,17 +1362,7 @@ mod tests {
         // (9.3–199 Mbit/s, 4 ms) met more cross traffic than C over its busy gaps: no reading,
         // but an overrun. The fine train from the smallest packet up, not the third rung.
         let below = |d: &QuickDesign| estimate_of(Outcome::BelowRange { at_most: d.b_min() }, d.n, 0);
-        let second = || {
-            let mut l = Ladder::from_plan(planner(), 0.2);
-            let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
-            // A 1,000-byte cross packet after every fourth probe packet (83 Mbit/s): its
-            // reading (about 17 Mbit/s) is not sure, and the next train is a coarse one.
-            let step = l.on_verdict(&c1, &below(&c1), &fifo_records(&c1, 100e6, 4)).unwrap();
-            let LadderStep::Train { design: c2, whole: true, .. } = step else { panic!("{step:?}") };
-            assert!((l.capacity().unwrap().as_mbps() - 100.0).abs() < 1.0, "{:?}", l.capacity());
-            (l, c2)
-        };
-        let (mut l, c2) = second();
+        let (mut l, c2) = second_coarse_at_100();
         let step = l.on_verdict(&c2, &below(&c2), &fluid_records(&c2, 100e6, -5e6)).unwrap();
         let LadderStep::Train { design: fine, whole: false, .. } = step else { panic!("{step:?}") };
         // A₀ = 0 with the spread of a full link over ~4 ms: k = 12,000 bit/4 ms = 3 Mbit/s,
@@ -1373,10 +1370,44 @@ mod tests {
         let (lo, hi) = (fine.b_min().as_mbps(), fine.b_max().as_mbps());
         assert!(lo < 2.0 && (35.0..=50.0).contains(&hi), "[{lo}, {hi}]: {fine:?}");
         // Without an overrun (no busy gaps received) the ladder walks down to the next rung.
-        let (mut l, c2) = second();
+        let (mut l, c2) = second_coarse_at_100();
         let step = l.on_verdict(&c2, &below(&c2), &[]).unwrap();
         let LadderStep::Train { design: c3, whole: true, .. } = step else { panic!("{step:?}") };
         assert!(c3.b_max() <= c2.b_min(), "{c3:?}");
+    }
+
+    /// 100 Mbit/s: the first coarse train gives `C` and a reading that is not sure; the ladder
+    /// and the second coarse train it sends.
+    fn second_coarse_at_100() -> (Ladder, QuickDesign) {
+        let below = |d: &QuickDesign| estimate_of(Outcome::BelowRange { at_most: d.b_min() }, d.n, 0);
+        let mut l = Ladder::from_plan(planner(), 0.2);
+        let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
+        // A 1,000-byte cross packet after every fourth probe packet (83 Mbit/s): its reading
+        // (about 17 Mbit/s) is not sure, and the next train is a coarse one.
+        let step = l.on_verdict(&c1, &below(&c1), &fifo_records(&c1, 100e6, 4)).unwrap();
+        let LadderStep::Train { design: c2, whole: true, .. } = step else { panic!("{step:?}") };
+        assert!((l.capacity().unwrap().as_mbps() - 100.0).abs() < 1.0, "{:?}", l.capacity());
+        (l, c2)
+    }
+
+    #[test]
+    fn a_later_coarse_train_that_overflowed_is_read_from_its_busy_gaps_before_the_loss() {
+        // 100 Mbit/s, a small buffer: the second coarse train (9.3–199 Mbit/s) queued from
+        // A = 10 Mbit/s on and lost its last fifth to the full buffer; the fit said "above
+        // range" (flat delays once the buffer is full), which with losses is an overflow.
+        let (mut l, c2) = second_coarse_at_100();
+        let mut records = fluid_records(&c2, 100e6, 10e6);
+        let lost = records.len() / 5;
+        for r in records.iter_mut().rev().take(lost) {
+            r.recv_time = None;
+        }
+        let overflowed = estimate_of(Outcome::AboveRange { at_least: c2.b_max() }, c2.n, lost as u32);
+        let step = l.on_verdict(&c2, &overflowed, &records).unwrap();
+        // The busy gaps before the loss read A₀ = 10: the fine train around it, not the next
+        // rung down (0.4–9.3 Mbit/s, 85 ms).
+        let LadderStep::Train { design: fine, whole: false, .. } = step else { panic!("{step:?}") };
+        let (lo, hi) = (fine.b_min().as_mbps(), fine.b_max().as_mbps());
+        assert!(lo < 10.0 && hi > 10.0 && hi < c2.b_max().as_mbps(), "[{lo}, {hi}]: {fine:?}");
     }
 
     /// 10 Mbit/s, the capacity known from the first coarse train, the second read `A₀` =
