@@ -205,6 +205,16 @@ fn agreement(r: &Replayed, e: &RecordedEstimate) -> Agreement {
 /// it held besides.
 fn parse_dump(text: &str) -> Result<(Vec<RecordedEstimate>, usize)> {
     let mut reader = csv::Reader::from_reader(text.as_bytes());
+    // A dump from before the replay existed has no pacing or round-trip columns.
+    let header = reader.headers().context("line 1")?.clone();
+    let since_replay = ["late", "spacing_error_mean_ns", "spacing_error_max_ns", "round_trip_ns"];
+    if header.iter().any(|h| h == "send_ns") && !since_replay.iter().all(|c| header.iter().any(|h| h == *c)) {
+        bail!(
+            "line 1: no {} columns: the dump was written by a headroom older than probe-replay; \
+             run `headroom probe-bench --dump` again",
+            since_replay.join(", ")
+        );
+    }
     let mut estimates: Vec<RecordedEstimate> = Vec::new();
     let mut chirps: BTreeMap<(u64, usize), ()> = BTreeMap::new();
     for (line, row) in reader.deserialize::<DumpRow>().enumerate() {
@@ -570,6 +580,13 @@ mod tests {
             ),
             (format!("{HEADER}{}", line(0, 0, 0, 48, "1").replace("pathquick", "pathload")), "unknown method"),
             ("cross_mbps,method\n6,pathquick\n".to_string(), "line 2"),
+            // Session 14's dump: no pacing columns.
+            (
+                "cross_mbps,method,estimate,train,role,verdict,value_mbps,knee,index,size,send_ns,recv_ns\n\
+                 6,pathquick,0,0,coarse,estimate,5.0,3,0,48,0,1\n"
+                    .to_string(),
+                "run `headroom probe-bench --dump` again",
+            ),
         ];
         for (text, says) in bad {
             let err = format!("{:#}", parse_dump(&text).unwrap_err());
