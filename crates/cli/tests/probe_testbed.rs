@@ -14,35 +14,47 @@ fn pathquick_meets_its_accuracy_and_time_goal_on_the_testbed() {
     if !headroom_testbed::testbed_available_for_test() {
         return;
     }
-    let (stdout, text, replay) =
-        bench_and_replay("fixed", &["--levels", "6Mbps", "--trains", "9", "--bmax", "12Mbps"], &["--bmax", "12Mbps"]);
-    // The dump judged again offline gives every answer the client gave.
-    assert!(replay.contains("9 agree, 0 differ, 0 diverged"), "{replay}");
+    // Up to RUNS runs: another only when fewer than 8 of the 9 trains gave an estimate (a
+    // train the server's pacer sent late on a loaded machine is judged inconclusive; a suite
+    // run at b2323ce had a 5 ms pacing stall). The replay's verbose lines say why each train
+    // was judged as it was.
+    const RUNS: usize = 2;
+    let mut run = 0;
+    let (stdout, text, rows, estimates) = loop {
+        run += 1;
+        let (stdout, text, replay) = bench_and_replay(
+            "fixed",
+            &["--levels", "6Mbps", "--trains", "9", "--bmax", "12Mbps"],
+            &["--bmax", "12Mbps", "-v"],
+        );
+        // The dump judged again offline gives every answer the client gave.
+        assert!(replay.contains("9 agree, 0 differ, 0 diverged"), "{replay}");
+        let header: Vec<String> = text.lines().next().unwrap().split(',').map(str::to_string).collect();
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let (method, f) = (col("method"), col("client_default"));
+        let rows: Vec<Vec<String>> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+            .filter(|r| r[method] == "pathquick" && r[f] == "true")
+            .collect();
+        assert_eq!(rows.len(), 9, "{text}");
+        let estimates: Vec<f64> = rows.iter().filter_map(|r| r[col("estimate_mbps")].parse().ok()).collect();
+        if estimates.len() >= 8 || run == RUNS {
+            assert!(estimates.len() >= 8, "too few estimates in {run} runs: {text}\n{replay}");
+            break (stdout, text, rows, estimates);
+        }
+        eprintln!("run {run}: {} of 9 trains gave an estimate, once more:\n{replay}", estimates.len());
+    };
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let (method, f, value, time, length, shaper) = (
-        col("method"),
-        col("client_default"),
-        col("estimate_mbps"),
-        col("train_time_ms"),
-        col("train_length_ms"),
-        col("shaper_rate_mbps"),
-    );
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|r| r[method] == "pathquick" && r[f] == "true")
-        .collect();
-    assert_eq!(rows.len(), 9, "{text}");
+    let (time, length, shaper) = (col("train_time_ms"), col("train_length_ms"), col("shaper_rate_mbps"));
     // No shaper on this path (detection is on by default).
     assert!(rows.iter().all(|r| r[shaper].is_empty()), "a false shaper: {text}");
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let estimates: Vec<f64> = rows.iter().filter_map(|r| r[value].parse().ok()).collect();
-    assert!(estimates.len() >= 8, "too few estimates: {text}");
     let error = median(estimates) - 6.0;
     let times: Vec<f64> = rows.iter().map(|r| r[time].parse().unwrap()).collect();
     let budget = rows[0][length].parse::<f64>().unwrap() + 52.0 + 20.0;

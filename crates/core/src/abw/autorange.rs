@@ -639,10 +639,11 @@ impl Ladder {
     /// (100 Mbit/s, 100 packets, RTT 0.4 ms) at 90 % load such fine trains were retried from the
     /// smallest packet, and the retry read "above range" at its top (2–3 Mbit/s for A = 10) in
     /// 11 of 24 testbed estimates; 9 of those fine trains had a confirmed reading, 3.6–30 Mbit/s,
-    /// 6 of them within 5 of 10 (`headroom probe-replay` on the bench's dumps). In the harness at 90 % load the median error fell at every
-    /// path (Fig. 8's 5.4 → 3.4 % of `C`, 10 Mbit/s 4.1 → 3.3 %; p90 8.1 → 8.8 % and 9.6 → 10.6 %
-    /// on the two small-buffer paths, 8.0 → 7.6 % at 10 Mbit/s; docs/results.md). Without losses
-    /// "below range" is left to the retry: confirming it too made the 10 Mbit/s / 30 % p90 worse.
+    /// 6 of them within 5 of 10 (`headroom probe-replay` on the bench's dumps). In the harness
+    /// at 90 % load the median error fell at every path (Fig. 8's 5.4 → 3.4 % of `C`,
+    /// 10 Mbit/s 4.1 → 3.3 %; p90 8.1 → 8.8 % and 9.6 → 10.6 % on the two small-buffer paths,
+    /// 8.0 → 7.6 % at 10 Mbit/s; docs/results.md). Without losses "below range" is left to the
+    /// retry: confirming it too made the 10 Mbit/s / 30 % p90 worse.
     fn confirmed(
         &self,
         design: &QuickDesign,
@@ -697,8 +698,8 @@ impl Ladder {
     ///
     /// A train that overflowed the buffer is read too, from its busy gaps before the first loss
     /// (where [`super::dispersion::busy_reading`] stops): it queued before it overflowed. Until
-    /// session 15 an overflow read "below range" and the ladder walked down a rung; on the PathQuick
-    /// paper's Fig. 8 path (100 Mbit/s, a 100-packet buffer, RTT 0.4 ms) at 90 % load the 4 ms
+    /// session 15 an overflow read "below range" and the ladder walked down a rung; on the
+    /// PathQuick paper's Fig. 8 path (100 Mbit/s, a 100-packet buffer, RTT 0.4 ms) at 90 % load the 4 ms
     /// second coarse train lost packets in most estimates, and the 85 ms rung below it put 72 of
     /// 300 harness estimates over the time budget (4 with the reading; docs/results.md).
     fn ranging_reading(
