@@ -18,14 +18,15 @@
 //!   trains in turn. Each train the ladder asks for is checked against the recorded one (its
 //!   packet sizes, and no more packets recorded than it has): where they differ, the code that
 //!   replays is not the code that ran, and the replay stops there ("diverged"): what that
-//!   train would have read is not in the dump.
+//!   train would have read is not in the dump. The ladder's top is [`DEFAULT_TOP`]: a server
+//!   whose caps lowered it (not recorded in the dump) shows as a divergence at the first train.
 //!
 //! Each estimate's line gives the recorded answer and the replayed one, and whether they agree
 //! (same verdict, same value to the dump's 0.1 kbit/s). Same code and same dump: every estimate
 //! agrees (the root test `probe_testbed` checks it). Changed code: the lines say where the new
 //! ladder takes another turn, or which answers the new judge reads differently.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -216,7 +217,7 @@ fn parse_dump(text: &str) -> Result<(Vec<RecordedEstimate>, usize)> {
         );
     }
     let mut estimates: Vec<RecordedEstimate> = Vec::new();
-    let mut chirps: BTreeMap<(u64, usize), ()> = BTreeMap::new();
+    let mut chirps: BTreeSet<(u64, usize)> = BTreeSet::new();
     for (line, row) in reader.deserialize::<DumpRow>().enumerate() {
         let row = row.with_context(|| format!("line {}", line + 2))?;
         let at = || format!("line {}", line + 2);
@@ -226,7 +227,7 @@ fn parse_dump(text: &str) -> Result<(Vec<RecordedEstimate>, usize)> {
             m => bail!("{}: unknown method {m:?}", at()),
         };
         if method == Method::PathChirp {
-            chirps.insert((row.cross_mbps.to_bits(), row.estimate), ());
+            chirps.insert((row.cross_mbps.to_bits(), row.estimate));
             continue;
         }
         let record = ProbeRecord {

@@ -825,7 +825,7 @@ impl ProbeSession {
             match self.run_one(options, &design, &mut waited, &mut handshake)? {
                 TrainRun::Done((mut rep, kernel)) if matches!(rep.estimate.outcome, Outcome::Estimate(_)) => {
                     all_kernel &= kernel;
-                    if let Some(o) = self.reread(options, &design, &rep) {
+                    if let Some(o) = reread(options, &design, &rep.estimate, &rep.records, self.capacity) {
                         rep.estimate.outcome = o;
                     }
                     tracked = Some((design, rep));
@@ -931,7 +931,7 @@ impl ProbeSession {
             match self.run_one(options, &design, &mut waited, &mut handshake)? {
                 TrainRun::Done((mut rep, kernel)) => {
                     all_kernel &= kernel;
-                    if let Some(o) = self.reread(options, &design, &rep) {
+                    if let Some(o) = reread(options, &design, &rep.estimate, &rep.records, self.capacity) {
                         rep.estimate.outcome = o;
                     }
                     reports.push(rep);
@@ -1005,24 +1005,19 @@ impl ProbeSession {
             trains: reports,
         })
     }
-
-    /// A PathQuick train's estimate re-read from its busy gaps with the capacity known
-    /// ([`dispersion::refine_train`]): the capacity the last ladder found, else the one the
-    /// train's own receive gaps show ([`dispersion::capacity`]). The fixed-range train
-    /// (`--bmax`, the paper's shape over `[B_max/25, B_max]`) queues from its crossing to its
-    /// end, and its gaps there show the capacity as a coarse train's do; with it, the fit's
-    /// error at 12 Mbit/s and 50 % Poisson load halves in the packet-level harness (median
-    /// |error| 13.6 → 6.0 % of `C`, docs/results.md, issue 19 session 10). `None` for pathChirp
-    /// or without the queue-growth fit (the papers' judges stay as the papers have them), when
-    /// no capacity shows, or when the re-reading does not apply (not an estimate, a shaper).
-    fn reread(&self, options: &EstimateOptions, design: &TrainDesign, rep: &TrainReport) -> Option<Outcome> {
-        reread(options, design, &rep.estimate, &rep.records, self.capacity)
-    }
 }
 
-/// [`ProbeSession`]'s re-reading of a train that was not auto-ranging's answer (a fixed-range
-/// or tracked train) judged `estimate` from `records`, with the `capacity` a ladder found
-/// (else the train's own); also what `headroom probe-replay` applies.
+/// A PathQuick train's estimate re-read from its busy gaps with the capacity known
+/// ([`dispersion::refine_train`]): `capacity`, the one the session's last ladder found, else the
+/// one the train's own receive gaps show ([`dispersion::capacity`]). What [`ProbeSession`]
+/// answers for a train that was not auto-ranging's answer (a fixed-range or tracked train), and
+/// what `headroom probe-replay` applies. The fixed-range train (`--bmax`, the paper's shape over
+/// `[B_max/25, B_max]`) queues from its crossing to its end, and its gaps there show the
+/// capacity as a coarse train's do; with it, the fit's error at 12 Mbit/s and 50 % Poisson load
+/// halves in the packet-level harness (median |error| 13.6 → 6.0 % of `C`, docs/results.md,
+/// issue 19 session 10). `None` for pathChirp or without the queue-growth fit (the papers'
+/// judges stay as the papers have them), when no capacity shows, or when the re-reading does
+/// not apply (not an estimate, a shaper).
 pub fn reread(
     options: &EstimateOptions,
     design: &TrainDesign,
