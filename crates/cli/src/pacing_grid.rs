@@ -21,8 +21,7 @@ use std::fmt::Write as _;
 use std::str::FromStr;
 
 use anyhow::{Context, Result};
-use headroom_core::abw::train::BADLY_PACED;
-use headroom_core::abw::{Method, Outcome};
+use headroom_core::abw::{InconclusiveReason, Method, Outcome};
 use headroom_core::stats::{median, Sorted};
 use headroom_core::units::{Dur, Rate};
 use headroom_net::{estimate_addr, EstimateOptions, Server, ServerConfig};
@@ -88,7 +87,7 @@ fn measure_rate(server: std::net::SocketAddr, rate: Rate, trains: u32) -> Result
             means.push(t.spacing_error_mean.0 as f64);
             maxes.push(t.spacing_error_max.0 as f64);
             recv.extend(receive_gap_errors(&t.records));
-            badly += matches!(&t.estimate.outcome, Outcome::Inconclusive { reason } if reason.starts_with(BADLY_PACED))
+            badly += matches!(&t.estimate.outcome, Outcome::Inconclusive { reason: InconclusiveReason::BadlyPaced(_) })
                 as usize;
         }
     }

@@ -5,8 +5,7 @@
 use anyhow::{anyhow, Context};
 use clap::Args;
 use headroom_core::abw::compare::{Comparison, ComparisonSetup};
-use headroom_core::abw::train::BADLY_PACED;
-use headroom_core::abw::{EstimatorConfig, Method, Outcome, QuickSpec};
+use headroom_core::abw::{EstimatorConfig, InconclusiveReason, Method, Outcome, QuickSpec};
 use headroom_core::units::{parse_positive, Bytes, Dur, Rate};
 use headroom_net::{estimate, Estimate, EstimateOptions, Server, ServerConfig};
 use serde_json::json;
@@ -212,7 +211,7 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
         Outcome::BelowRange { at_most } => {
             json!({"kind": "below_range", "at_most_bps": at_most.bps()})
         }
-        Outcome::Inconclusive { reason } => json!({"kind": "inconclusive", "reason": reason}),
+        Outcome::Inconclusive { reason } => json!({"kind": "inconclusive", "reason": reason.to_string()}),
     }
 }
 
@@ -296,7 +295,7 @@ pub(crate) fn probe_options(a: &ProbeArgs) -> EstimateOptions {
 /// mean send errors of 10–1,800 µs without `--realtime`, under 1 µs with it; docs/results.md,
 /// issue 19's audit), far more than the 24–120 µs gaps of 100–500 Mbit/s trains.
 pub(crate) fn pacing_note<'a>(mut outcomes: impl Iterator<Item = &'a Outcome>) -> Option<&'static str> {
-    outcomes.any(|o| matches!(o, Outcome::Inconclusive { reason } if reason.starts_with(BADLY_PACED))).then_some(
+    outcomes.any(|o| matches!(o, Outcome::Inconclusive { reason: InconclusiveReason::BadlyPaced(_) })).then_some(
         "the server sent the train off its schedule (its host is busy): run it as `headroom serve --realtime` \
          (SCHED_FIFO, needs root or CAP_SYS_NICE) so other work does not delay its pacer",
     )
@@ -666,12 +665,12 @@ mod tests {
         let schedule = spec.solve().unwrap().schedule();
         // 30 µs mean error at a 24 µs spacing, as a busy server sent it (the loopback runs)
         let report = PacingReport { late: 1, mean_error: Dur::from_micros(30), max_error: Dur::from_micros(60) };
-        let reason = pacing_fault(&schedule, &report).expect("badly paced");
-        let paced = Outcome::Inconclusive { reason };
+        let fault = pacing_fault(&schedule, &report).expect("badly paced");
+        let paced = Outcome::Inconclusive { reason: InconclusiveReason::BadlyPaced(fault) };
         assert!(pacing_note([&paced].into_iter()).unwrap().contains("headroom serve --realtime"));
         let estimate = Outcome::Estimate(Rate::from_mbps(90));
         assert!(pacing_note([&estimate, &paced].into_iter()).is_some(), "any train of the estimate");
-        let lossy = Outcome::Inconclusive { reason: "lost 40 of 122 packets".into() };
+        let lossy = Outcome::Inconclusive { reason: InconclusiveReason::Lost { lost: 40, packets: 122 } };
         assert_eq!(pacing_note([&estimate, &lossy].into_iter()), None);
     }
 

@@ -68,7 +68,7 @@ impl Verdict {
             Outcome::Estimate(r) => Verdict::Estimate(mbps(*r)),
             Outcome::AboveRange { at_least } => Verdict::AtLeast(mbps(*at_least)),
             Outcome::BelowRange { at_most } => Verdict::AtMost(mbps(*at_most)),
-            Outcome::Inconclusive { reason } => Verdict::Inconclusive(reason.clone()),
+            Outcome::Inconclusive { reason } => Verdict::Inconclusive(reason.to_string()),
         }
     }
 

@@ -154,7 +154,8 @@
 //!   = 12 B.
 
 use super::pathquick::{QuickDesign, QuickSpec};
-use super::{DesignError, Outcome, ProbeRecord, TrainEstimate};
+use super::train::CutShort;
+use super::{DesignError, InconclusiveReason, Outcome, ProbeRecord, TrainEstimate};
 use crate::units::{Bytes, Dur, Rate};
 
 /// Packets of a coarse train at least (the session-6 coarse train had exactly this many).
@@ -655,7 +656,9 @@ impl Ladder {
         let candidate = match &estimate.outcome {
             Outcome::AboveRange { .. } => true,
             Outcome::BelowRange { .. } => estimate.lost > 0,
-            Outcome::Inconclusive { reason } => cut && reason.contains(super::train::CUT_WITHOUT_KNEE),
+            Outcome::Inconclusive { reason } => {
+                cut && matches!(reason, InconclusiveReason::Cut { why: CutShort::NoKnee, .. })
+            }
             _ => false,
         };
         if !candidate || self.lost_too_many(estimate) || estimate.shaper.is_some() {
@@ -872,9 +875,9 @@ impl Ladder {
                     // Badly paced, whole: the same train once more (step 2).
                     Outcome::Inconclusive { .. } if !self.overflowed(estimate) && !cut => Some(*design),
                     // A train that never queued cannot overflow a buffer: retried below.
-                    Outcome::AboveRange { .. } if self.overflowed(estimate) => {
-                        self.plan.retry(design, &Outcome::Inconclusive { reason: "above range with losses".into() })?
-                    }
+                    Outcome::AboveRange { .. } if self.overflowed(estimate) => self
+                        .plan
+                        .retry(design, &Outcome::Inconclusive { reason: InconclusiveReason::AboveRangeWithLosses })?,
                     ref o => self.plan.retry(design, o)?,
                 };
                 Ok(match retry {
@@ -893,6 +896,7 @@ impl Ladder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abw::train::PacingFault;
 
     fn planner() -> AutoRange {
         AutoRange::new(DEFAULT_TOP, Bytes(60), Bytes(1500))
@@ -925,8 +929,17 @@ mod tests {
         assert_eq!(old.n, COARSE_PACKETS);
     }
 
+    /// A train the sender's report voided: 10 µs of mean error on 24 µs gaps.
+    fn badly_paced() -> Outcome {
+        let fault = PacingFault::MeanError { mean: Dur(10_000), spacing: Dur(24_000) };
+        Outcome::Inconclusive { reason: InconclusiveReason::BadlyPaced(fault) }
+    }
+
     fn estimate_of(outcome: Outcome, packets: u32, lost: u32) -> TrainEstimate {
-        TrainEstimate { outcome, ..TrainEstimate::inconclusive(String::new(), (packets, packets - lost, lost, 0, 0)) }
+        TrainEstimate {
+            outcome,
+            ..TrainEstimate::inconclusive(InconclusiveReason::SameSendInstant, (packets, packets - lost, lost, 0, 0))
+        }
     }
 
     /// Received as sent, 1 ms later: no capacity shows.
@@ -963,7 +976,7 @@ mod tests {
             }
         };
         let above = Outcome::AboveRange { at_least: Rate::from_mbps(490) };
-        let lost = Outcome::Inconclusive { reason: "packets lost".into() };
+        let lost = Outcome::Inconclusive { reason: InconclusiveReason::Lost { lost: 1, packets: 3 } };
         let estimate = Outcome::Estimate(Rate::from_mbps(400));
         // "Above range" is no range when packets were lost: the buffer overflowed.
         assert!(down(&above, |_| 1), "above range with a loss");
@@ -984,10 +997,12 @@ mod tests {
         let LadderStep::Train { design: fine, whole: false, .. } = l.on_verdict(&c1, &e, &as_sent(&c1)).unwrap() else {
             panic!()
         };
-        let cut_no_knee = Outcome::Inconclusive { reason: "train cut (no knee in the part received)".into() };
         // Cut: the train went above A, the knee lies below its range.
         let mut cut = l.clone();
         let judged = fine.n as usize * 2 / 3;
+        let why = CutShort::NoKnee;
+        let cut_no_knee =
+            Outcome::Inconclusive { reason: InconclusiveReason::Cut { at: judged as u32, packets: fine.n, why } };
         let e = estimate_of(cut_no_knee.clone(), judged as u32, 0);
         let step = cut.on_verdict(&fine, &e, &records_of(&fine, judged)).unwrap();
         let LadderStep::Train { design: retry, whole: false, wait } = step else { panic!("{step:?}") };
@@ -1004,7 +1019,7 @@ mod tests {
         }
         // Whole and inconclusive without losses (badly paced): the same train once more, after
         // the queue it built; that one is the answer, whatever it says.
-        let e = estimate_of(cut_no_knee, fine.n, 0);
+        let e = estimate_of(badly_paced(), fine.n, 0);
         let step = l.on_verdict(&fine, &e, &records_of(&fine, fine.n as usize)).unwrap();
         let LadderStep::Train { design: again, whole: false, .. } = step else { panic!("{step:?}") };
         assert_eq!(again, fine);
@@ -1195,7 +1210,7 @@ mod tests {
 
     #[test]
     fn above_range_and_inconclusive_probe_finely_up_to_the_top() {
-        for o in [Outcome::AboveRange { at_least: DEFAULT_TOP }, Outcome::Inconclusive { reason: "x".into() }] {
+        for o in [Outcome::AboveRange { at_least: DEFAULT_TOP }, badly_paced()] {
             let mut p = planner();
             let Next::Coarse(c) = p.first().unwrap() else { panic!() };
             let Some(Next::Fine(f)) = p.next(&c, &o).unwrap() else { panic!() };
@@ -1209,11 +1224,11 @@ mod tests {
         // answered with a fine train at the 500 Mbit/s top.
         let mut l = Ladder::from_plan(planner(), 0.2);
         let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
-        let badly_paced = estimate_of(Outcome::Inconclusive { reason: "badly paced".into() }, c1.n, 0);
-        let step = l.on_verdict(&c1, &badly_paced, &as_sent(&c1)).unwrap();
+        let paced_badly = estimate_of(badly_paced(), c1.n, 0);
+        let step = l.on_verdict(&c1, &paced_badly, &as_sent(&c1)).unwrap();
         assert_eq!(step, LadderStep::Train { design: c1, whole: true, wait: Dur::ZERO });
         // Once only: a second inconclusive verdict leads on as before (the fine train at the top).
-        let step = l.on_verdict(&c1, &badly_paced, &as_sent(&c1)).unwrap();
+        let step = l.on_verdict(&c1, &paced_badly, &as_sent(&c1)).unwrap();
         let LadderStep::Train { design: fine, whole: false, .. } = step else { panic!("{step:?}") };
         assert!(fine.b_max().as_mbps() > 490.0, "{fine:?}");
         // Sent again, the first train's reading is still the first train's (a later coarse
@@ -1221,7 +1236,7 @@ mod tests {
         // a cross packet after every fifth probe packet, one coarse train around C comes next.
         let mut l = Ladder::from_plan(planner(), 0.2);
         let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
-        l.on_verdict(&c1, &badly_paced, &as_sent(&c1)).unwrap();
+        l.on_verdict(&c1, &paced_badly, &as_sent(&c1)).unwrap();
         let below = estimate_of(Outcome::BelowRange { at_most: c1.b_min() }, c1.n, 0);
         let step = l.on_verdict(&c1, &below, &fifo_records(&c1, 100e6, 5)).unwrap();
         let LadderStep::Train { design: ct, whole: true, .. } = step else { panic!("{step:?}") };
@@ -1230,7 +1245,7 @@ mod tests {
         // ladder goes on from its reading (the same coarse train around C).
         let mut l = Ladder::from_plan(planner(), 0.2);
         let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
-        let step = l.on_verdict(&c1, &badly_paced, &fifo_records(&c1, 100e6, 5)).unwrap();
+        let step = l.on_verdict(&c1, &paced_badly, &fifo_records(&c1, 100e6, 5)).unwrap();
         let LadderStep::Train { design: ct, whole: true, .. } = step else { panic!("{step:?}") };
         assert!((ct.b_max().as_mbps() - 200.0).abs() < 3.0, "{ct:?}");
         assert!((l.capacity().unwrap().as_mbps() - 100.0).abs() < 1.0, "{:?}", l.capacity());
@@ -1240,9 +1255,7 @@ mod tests {
         let Some(Next::Coarse(c2)) = p.next(&c1, &Outcome::BelowRange { at_most: c1.b_min() }).unwrap() else {
             panic!()
         };
-        let Some(Next::Fine(f)) = p.next(&c2, &Outcome::Inconclusive { reason: "badly paced".into() }).unwrap() else {
-            panic!()
-        };
+        let Some(Next::Fine(f)) = p.next(&c2, &badly_paced()).unwrap() else { panic!() };
         assert!(f.b_max().as_mbps() <= 2.1 * c2.b_max().as_mbps() && f.b_min() < c2.b_max(), "{f:?} after {c2:?}");
     }
 
@@ -1263,7 +1276,9 @@ mod tests {
         assert!(down.p_1 == Bytes(60) && down.b_min().bps() * 20 < f.b_min().bps(), "{down:?}");
         assert_eq!(p.retry(&f, &Outcome::Estimate(Rate::from_mbps(20))).unwrap(), None);
         // inconclusive (a buffer overflowed by a train far above A): wide, below the old A₀
-        let lost = p.retry(&f, &Outcome::Inconclusive { reason: "60 of 376 packets lost".into() }).unwrap();
+        let lost = p
+            .retry(&f, &Outcome::Inconclusive { reason: InconclusiveReason::Lost { lost: 60, packets: 376 } })
+            .unwrap();
         let lost = lost.expect("inconclusive: retried");
         assert!(lost.b_max().bps() <= f.b_max().bps() / 2 + 1000 && lost.p_1 == Bytes(60), "{lost:?} after {f:?}");
         let top = p.fine(DEFAULT_TOP, Rate::from_mbps(16)).unwrap();
@@ -1494,8 +1509,7 @@ mod tests {
         // Cut by the judging deadline with no knee, though it queued from A = 3 Mbit/s on: the
         // busy reading is the answer, no retry.
         let judged = fine.n as usize * 2 / 3;
-        let reason =
-            format!("train cut at packet {judged} by the judging deadline ({})", super::super::train::CUT_WITHOUT_KNEE);
+        let reason = InconclusiveReason::Cut { at: judged as u32, packets: fine.n, why: CutShort::NoKnee };
         let cut = estimate_of(Outcome::Inconclusive { reason }, judged as u32, 0);
         let mut answered = l.clone();
         let queued = fluid_records(&fine, 10e6, 3e6);

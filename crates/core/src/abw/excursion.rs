@@ -158,7 +158,64 @@ pub enum Outcome {
     /// The available bandwidth is at most this (the train queued from its first gap).
     BelowRange { at_most: Rate },
     /// No estimate, and why.
-    Inconclusive { reason: String },
+    Inconclusive { reason: InconclusiveReason },
+}
+
+/// Why a train gave no estimate. A type, not a sentence, so that callers decide on the cause
+/// (auto-ranging retries a badly paced train, not a lossy one); [`fmt::Display`] gives the
+/// sentence users see.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InconclusiveReason {
+    /// Fewer packets arrived than the estimator needs (three, and one more than `L`).
+    TooFewReceived { received: u32, packets: u32, need: u32 },
+    /// More than [`EstimatorConfig::max_loss_fraction`] of the packets were lost.
+    Lost { lost: u32, packets: u32 },
+    /// More than [`EstimatorConfig::max_reorder_fraction`] arrived out of order: not one FIFO.
+    Reordered { reordered: u32, packets: u32 },
+    /// Too few packets left once those around an inversion are set aside.
+    TooFewInOrder { usable: u32, packets: u32, need: u32 },
+    /// The send times of two consecutive received packets do not increase.
+    SendTimesNotIncreasing { earlier: u32, later: u32 },
+    /// A gap of zero length, whose rate is infinite.
+    SameSendInstant,
+    /// Cut by the judging deadline after packet `at` of `packets` before the part received
+    /// showed a lasting knee (rule 2, [`super::train::cut_short`]).
+    Cut { at: u32, packets: u32, why: super::train::CutShort },
+    /// The sender's pacing report voids the train (rule 4, [`super::train::pacing_fault`]).
+    BadlyPaced(super::train::PacingFault),
+    /// [`combine`] over trains none of which had a value.
+    NoneConclusive { trains: u32 },
+    /// A train that never queued yet lost packets: auto-ranging treats it as lossy.
+    AboveRangeWithLosses,
+}
+
+impl fmt::Display for InconclusiveReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use InconclusiveReason::*;
+        match self {
+            TooFewReceived { received, packets, need } => {
+                write!(f, "{received} of {packets} packets received, need at least {need}")
+            }
+            Lost { lost, packets } => write!(f, "{lost} of {packets} packets lost"),
+            Reordered { reordered, packets } => {
+                write!(f, "{reordered} of {packets} packets reordered: not a single FIFO path")
+            }
+            TooFewInOrder { usable, packets, need } => {
+                write!(f, "{usable} of {packets} packets usable after reordering, need at least {need}")
+            }
+            SendTimesNotIncreasing { earlier, later } => {
+                write!(f, "send times do not increase between packets {earlier} and {later}")
+            }
+            SameSendInstant => write!(f, "two packets sent at the same instant"),
+            Cut { at, packets, why } => write!(
+                f,
+                "train cut at packet {at} of {packets} by the judging deadline ({why}); the rest probes higher rates"
+            ),
+            BadlyPaced(fault) => write!(f, "{fault}"),
+            NoneConclusive { trains } => write!(f, "none of {trains} trains was conclusive"),
+            AboveRangeWithLosses => write!(f, "above range with losses"),
+        }
+    }
 }
 
 impl Outcome {
@@ -239,7 +296,7 @@ pub struct TrainEstimate {
 
 impl TrainEstimate {
     /// An inconclusive estimate with these (packets, received, lost, reordered, duplicates).
-    pub(crate) fn inconclusive(reason: String, counts: (u32, u32, u32, u32, u32)) -> TrainEstimate {
+    pub(crate) fn inconclusive(reason: InconclusiveReason, counts: (u32, u32, u32, u32, u32)) -> TrainEstimate {
         TrainEstimate {
             outcome: Outcome::Inconclusive { reason },
             probed: (Rate::ZERO, Rate::ZERO),
@@ -338,18 +395,15 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let need = 3.max(l_busy + 1);
     if (received as usize) < need {
         return TrainEstimate::inconclusive(
-            format!("{received} of {packets} packets received, need at least {need}"),
+            InconclusiveReason::TooFewReceived { received, packets, need: need as u32 },
             counts,
         );
     }
     if lost as f64 > cfg.max_loss_fraction * packets as f64 {
-        return TrainEstimate::inconclusive(format!("{lost} of {packets} packets lost"), counts);
+        return TrainEstimate::inconclusive(InconclusiveReason::Lost { lost, packets }, counts);
     }
     if reordered as f64 > cfg.max_reorder_fraction * packets as f64 {
-        return TrainEstimate::inconclusive(
-            format!("{reordered} of {packets} packets reordered: not a single FIFO path"),
-            counts,
-        );
+        return TrainEstimate::inconclusive(InconclusiveReason::Reordered { reordered, packets }, counts);
     }
 
     // Packets on either side of an inversion (one that arrived before a lower index, and those
@@ -373,7 +427,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let rx: Vec<&ProbeRecord> = rx.iter().zip(&out_of_order).filter(|(_, o)| !**o).map(|(r, _)| *r).collect();
     if rx.len() < need {
         return TrainEstimate::inconclusive(
-            format!("{} of {packets} packets usable after reordering, need at least {need}", rx.len()),
+            InconclusiveReason::TooFewInOrder { usable: rx.len() as u32, packets, need: need as u32 },
             counts,
         );
     }
@@ -390,10 +444,8 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     for k in 0..m - 1 {
         let dt = send[k + 1] - send[k];
         if dt <= 0 {
-            return TrainEstimate::inconclusive(
-                format!("send times do not increase between packets {} and {}", rx[k].index, rx[k + 1].index),
-                counts,
-            );
+            let (earlier, later) = (rx[k].index, rx[k + 1].index);
+            return TrainEstimate::inconclusive(InconclusiveReason::SendTimesNotIncreasing { earlier, later }, counts);
         }
         weight.push(dt as f64);
         let later = rx[k + 1].index;
@@ -427,7 +479,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         rate.push(rate_bps(size[k + 1], g));
     }
     if rate.iter().any(|r| !r.is_finite()) {
-        return TrainEstimate::inconclusive("two packets sent at the same instant".into(), counts);
+        return TrainEstimate::inconclusive(InconclusiveReason::SameSendInstant, counts);
     }
 
     // Remove the delay component linear in packet size (module doc).
@@ -611,7 +663,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
 pub fn combine(outcomes: &[Outcome]) -> Outcome {
     let values: Vec<Rate> = outcomes.iter().filter_map(|o| o.value()).collect();
     if values.is_empty() {
-        return Outcome::Inconclusive { reason: format!("none of {} trains was conclusive", outcomes.len()) };
+        return Outcome::Inconclusive { reason: InconclusiveReason::NoneConclusive { trains: outcomes.len() as u32 } };
     }
     let mean = Rate(values.iter().map(|r| r.0 as u128).sum::<u128>() as u64 / values.len() as u64);
     let above = outcomes.iter().filter(|o| matches!(o, Outcome::AboveRange { .. })).count();
@@ -932,7 +984,7 @@ mod tests {
         let mut s = Smoother::new(3);
         assert!(matches!(s.current(), Outcome::Inconclusive { .. }));
         s.push(&Outcome::Estimate(Rate::from_mbps(4)));
-        s.push(&Outcome::Inconclusive { reason: "x".into() });
+        s.push(&Outcome::Inconclusive { reason: InconclusiveReason::SameSendInstant });
         s.push(&Outcome::Estimate(Rate::from_mbps(6)));
         assert_eq!(s.current(), Outcome::Estimate(Rate::from_mbps(5)));
         s.push(&Outcome::Estimate(Rate::from_mbps(8)));

@@ -56,7 +56,8 @@ use crate::units::{Bytes, Dur, Rate, Time};
 use std::fmt;
 
 pub use excursion::{
-    estimate_train, EstimatorConfig, Excursion, Outcome, Smoother, TrainEstimate, RAMP_DECREASE_FACTOR,
+    estimate_train, EstimatorConfig, Excursion, InconclusiveReason, Outcome, Smoother, TrainEstimate,
+    RAMP_DECREASE_FACTOR,
 };
 pub use pathchirp::{ChirpDesign, ChirpSpec};
 pub use pathquick::{QuickDesign, QuickSpec};

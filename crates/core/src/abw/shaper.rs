@@ -571,8 +571,8 @@ mod tests {
         // Nothing earlier, or an earlier train long enough before for the bucket to refill:
         // the reading stands.
         assert_eq!(burst_after_earlier_trains(sh, &fine_recs, &[]), sh.burst);
-        let long_before =
-            [EarlierTrain { first_arrival: Time(c[0].recv_time.unwrap().0 - 1_000_000_000), ..earlier[0] }];
+        // (Time zero: the coarse train arrived 0.5 s in, and the bucket refills in 51 ms.)
+        let long_before = [EarlierTrain { first_arrival: Time::ZERO, ..earlier[0] }];
         assert_eq!(burst_after_earlier_trains(sh, &fine_recs, &long_before), sh.burst);
     }
 

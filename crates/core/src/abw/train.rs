@@ -77,9 +77,10 @@
 //! fired; the simulator's `elapsed`) and [`Judgement::ready_at`] (when the last input that counted
 //! came in; the client's `elapsed`).
 
-use super::excursion::{estimate_train, EstimatorConfig, Outcome, TrainEstimate};
+use super::excursion::{estimate_train, EstimatorConfig, InconclusiveReason, Outcome, TrainEstimate};
 use super::{ProbeRecord, TrainPacket};
 use crate::units::{Dur, Time};
+use std::fmt;
 
 /// Where a [`TrainSender`] is in its train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -519,16 +520,33 @@ pub fn judge_records(
     }
     // A shaper's token rate is read from the receive side, where the shaper's busy queue
     // paces the packets whatever the sender did (`super::shaper`): bad pacing does not void it.
-    if let Some(reason) = pacing.and_then(|p| pacing_fault(schedule, &p)) {
+    if let Some(fault) = pacing.and_then(|p| pacing_fault(schedule, &p)) {
         if estimate.shaper.is_none() {
-            estimate.outcome = Outcome::Inconclusive { reason };
+            estimate.outcome = Outcome::Inconclusive { reason: InconclusiveReason::BadlyPaced(fault) };
         }
     }
     estimate
 }
 
-/// [`cut_short`]'s reason when the part received shows no knee.
-pub const CUT_WITHOUT_KNEE: &str = "no knee in the part received";
+/// Why a cut train's part says nothing ([`cut_short`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutShort {
+    /// No knee in the part received ("above range" so far).
+    NoKnee,
+    /// The knee's excursion, from packet `knee`, had not lasted `busy_period` gaps.
+    ExcursionTooShort { knee: u32, busy_period: u32 },
+}
+
+impl fmt::Display for CutShort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CutShort::NoKnee => write!(f, "no knee in the part received"),
+            CutShort::ExcursionTooShort { knee, busy_period } => {
+                write!(f, "the excursion from packet {knee} had not lasted {busy_period} gaps")
+            }
+        }
+    }
+}
 
 /// Why a train cut after `judged` of its `packets` packets says nothing (rule 2's "enough"):
 /// `None` when the part received already holds the answer.
@@ -542,18 +560,21 @@ pub const CUT_WITHOUT_KNEE: &str = "no knee in the part received";
 /// Without it ("above range", or a knee fewer than `L` gaps before the cut) the cut train is
 /// inconclusive: its "at least" bound is the rate where the deadline fell, not a property of
 /// the path. A knee at the first gap ("below range") is read the same way as any other.
-pub fn cut_short(estimate: &TrainEstimate, judged: usize, packets: usize, busy_period: usize) -> Option<String> {
+pub fn cut_short(
+    estimate: &TrainEstimate,
+    judged: usize,
+    packets: usize,
+    busy_period: usize,
+) -> Option<InconclusiveReason> {
     let why = match (&estimate.outcome, estimate.knee) {
         (Outcome::Inconclusive { .. }, _) => return None,
-        (Outcome::AboveRange { .. }, _) | (_, None) => CUT_WITHOUT_KNEE.to_string(),
-        (_, Some(k)) if (judged as u64) < k as u64 + 1 + busy_period.max(1) as u64 => {
-            format!("the excursion from packet {k} had not lasted {} gaps", busy_period.max(1))
+        (Outcome::AboveRange { .. }, _) | (_, None) => CutShort::NoKnee,
+        (_, Some(knee)) if (judged as u64) < knee as u64 + 1 + busy_period.max(1) as u64 => {
+            CutShort::ExcursionTooShort { knee, busy_period: busy_period.max(1) as u32 }
         }
         _ => return None,
     };
-    Some(format!(
-        "train cut at packet {judged} of {packets} by the judging deadline ({why}); the rest probes higher rates"
-    ))
+    Some(InconclusiveReason::Cut { at: judged as u32, packets: packets as u32, why })
 }
 
 /// The sender's report on its own pacing (`headroom serve`'s END message).
@@ -566,8 +587,36 @@ pub struct PacingReport {
     pub max_error: Dur,
 }
 
-/// How [`pacing_fault`]'s reasons begin (a client tells its user what to do about it).
-pub const BADLY_PACED: &str = "badly paced train";
+/// Why the sender's pacing voids a train ([`pacing_fault`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacingFault {
+    /// `late` of `packets` left more than the sender's lateness threshold late (more than
+    /// [`MAX_LATE_FRACTION`]).
+    LatePackets { late: u32, packets: u32 },
+    /// The mean send-time error without the worst packet, `mean`, is more than
+    /// [`MAX_MEAN_ERROR_OF_GAP`] of the smallest designed gap `spacing`.
+    MeanError { mean: Dur, spacing: Dur },
+}
+
+impl fmt::Display for PacingFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PacingFault::LatePackets { late, packets } => write!(
+                f,
+                "badly paced train: {late} of {packets} packets left late (more than {:.0} %)",
+                MAX_LATE_FRACTION * 100.0
+            ),
+            PacingFault::MeanError { mean, spacing } => write!(
+                f,
+                "badly paced train: mean send-time error {:.1} µs (without the worst packet) is more than {:.0} % of \
+                 the {:.1} µs packet spacing",
+                mean.0 as f64 / 1e3,
+                MAX_MEAN_ERROR_OF_GAP * 100.0,
+                spacing.0 as f64 / 1e3
+            ),
+        }
+    }
+}
 
 /// Above this fraction of late packets a train is badly paced (see [`pacing_fault`]).
 pub const MAX_LATE_FRACTION: f64 = 0.1;
@@ -588,27 +637,16 @@ pub const MAX_MEAN_ERROR_OF_GAP: f64 = 0.1;
 /// whose height is below `e`. The mean is taken without the worst packet (`(mean·n − max) /
 /// (n − 1)`), which is one late packet, already counted by the first limit. Neither paper bounds the sender's error; these limits are this
 /// crate's choice.
-pub fn pacing_fault(schedule: &[TrainPacket], report: &PacingReport) -> Option<String> {
+pub fn pacing_fault(schedule: &[TrainPacket], report: &PacingReport) -> Option<PacingFault> {
     let packets = schedule.len().max(1) as f64;
     let smallest_gap = schedule.windows(2).map(|w| w[1].offset.0.saturating_sub(w[0].offset.0)).min()?;
     if report.late as f64 > MAX_LATE_FRACTION * packets {
-        return Some(format!(
-            "{BADLY_PACED}: {} of {} packets left late (more than {:.0} %)",
-            report.late,
-            schedule.len(),
-            MAX_LATE_FRACTION * 100.0
-        ));
+        return Some(PacingFault::LatePackets { late: report.late, packets: schedule.len() as u32 });
     }
     // The mean without the worst packet: one outlier is a late packet, counted above.
     let others = (report.mean_error.0 as f64 * packets - report.max_error.0 as f64).max(0.0) / (packets - 1.0).max(1.0);
     if others > MAX_MEAN_ERROR_OF_GAP * smallest_gap as f64 {
-        return Some(format!(
-            "{BADLY_PACED}: mean send-time error {:.1} µs (without the worst packet) is more than {:.0} % of \
-             the {:.1} µs packet spacing",
-            others / 1e3,
-            MAX_MEAN_ERROR_OF_GAP * 100.0,
-            smallest_gap as f64 / 1e3
-        ));
+        return Some(PacingFault::MeanError { mean: Dur(others.round() as u64), spacing: Dur(smallest_gap) });
     }
     None
 }
@@ -837,7 +875,12 @@ mod tests {
         let v = j.verdict().unwrap();
         assert!(v.records.len() < 30, "cut: {}", v.records.len());
         match &v.estimate.outcome {
-            Outcome::Inconclusive { reason } => assert!(reason.contains("train cut at packet"), "{reason}"),
+            Outcome::Inconclusive { reason } => {
+                let expected =
+                    InconclusiveReason::Cut { at: v.records.len() as u32, packets: 30, why: CutShort::NoKnee };
+                assert_eq!(*reason, expected);
+                assert!(reason.to_string().starts_with("train cut at packet"), "{reason}");
+            }
             o => panic!("a cut train without a knee gave {o:?}"),
         }
     }
@@ -859,7 +902,11 @@ mod tests {
         let v = j.verdict().unwrap();
         assert_eq!(v.records.len(), 17);
         match &v.estimate.outcome {
-            Outcome::Inconclusive { reason } => assert!(reason.contains("had not lasted 5 gaps"), "{reason}"),
+            Outcome::Inconclusive { reason } => {
+                let why = CutShort::ExcursionTooShort { knee: 12, busy_period: 5 };
+                assert_eq!(*reason, InconclusiveReason::Cut { at: 17, packets: 30, why });
+                assert!(reason.to_string().contains("had not lasted 5 gaps"), "{reason}");
+            }
             o => panic!("{o:?}"),
         }
     }
@@ -903,16 +950,27 @@ mod tests {
         let ok = PacingReport { late: 3, mean_error: Dur(326_666), max_error: Dur::from_millis(4) };
         assert_eq!(pacing_fault(&s, &ok), None, "tolerated");
         let late = PacingReport { late: 4, ..ok };
-        assert!(pacing_fault(&s, &late).unwrap().contains("4 of 30 packets left late"));
+        assert_eq!(pacing_fault(&s, &late), Some(PacingFault::LatePackets { late: 4, packets: 30 }));
+        assert!(pacing_fault(&s, &late).unwrap().to_string().contains("4 of 30 packets left late"));
         let slow = PacingReport { mean_error: Dur(326_700), ..ok };
-        assert!(pacing_fault(&s, &slow).unwrap().contains("mean send-time error"));
+        match pacing_fault(&s, &slow) {
+            Some(PacingFault::MeanError { mean, spacing }) => {
+                assert_eq!(spacing, Dur::from_millis(2));
+                // (326,700 · 30 − 4,000,000) / 29 ns
+                assert_eq!(mean, Dur(200_034));
+            }
+            f => panic!("{f:?}"),
+        }
+        assert!(pacing_fault(&s, &slow).unwrap().to_string().contains("mean send-time error 200.0 µs"));
         // Through the judge: the whole train in, then the END's report.
         let mut j = receiver(None);
         feed(&mut j, 0..30);
         assert!(matches!(j.verdict().unwrap().estimate.outcome, Outcome::AboveRange { .. }));
         j.on_pacing(late);
         match j.verdict().unwrap().estimate.outcome {
-            Outcome::Inconclusive { reason } => assert!(reason.contains("badly paced"), "{reason}"),
+            Outcome::Inconclusive { reason } => {
+                assert_eq!(reason, InconclusiveReason::BadlyPaced(PacingFault::LatePackets { late: 4, packets: 30 }))
+            }
             o => panic!("{o:?}"),
         }
     }
