@@ -73,20 +73,8 @@ pub struct ProbeArgs {
     /// pathChirp's `.instbw` lines: `<unix time s> <estimate Mbit/s>` per train.
     #[arg(long)]
     pub instbw: bool,
-    /// Refine the knee by fitting the queue growth after it (not in the papers; helps behind
-    /// token-bucket rate limiters).
-    #[arg(long)]
-    pub knee_fit: bool,
-    /// Look harder for a token-bucket shaper: auto-ranging's fine train with a 3-byte size
-    /// step (four times the bytes), so a bucket of up to 64 KB in front of a link twice its token
-    /// rate is emptied and read (`headroom_core::abw::shaper`); also turns detection on for
-    /// pathChirp. PathQuick looks for shapers in every train by default (a late knee, a level
-    /// shift of the received rate, then packets paced at the token rate; docs/pathquick.md).
-    #[arg(long, conflicts_with = "no_detect_shaper")]
-    pub detect_shaper: bool,
-    /// Do not look for token-bucket shapers: report the knee of every train as it is.
-    #[arg(long)]
-    pub no_detect_shaper: bool,
+    #[command(flatten)]
+    pub estimator: EstimatorFlags,
     /// pathChirp's decrease factor F for the excursion segmentation. Default: 5 for PathQuick
     /// (reads its ramp without the upward lag of the papers' 1.5; docs/pathquick.md), 1.5 for
     /// pathChirp.
@@ -108,6 +96,41 @@ pub struct ProbeArgs {
     /// permitted (needs root or CAP_SYS_NICE, or an RLIMIT_RTPRIO above 0).
     #[arg(long)]
     pub realtime: bool,
+}
+
+/// The estimator's flags, shared by `headroom probe`, `probe-bench` and `probe-replay`.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct EstimatorFlags {
+    /// Refine the knee by fitting the queue growth after it (not in the papers; helps behind
+    /// token-bucket rate limiters).
+    #[arg(long)]
+    pub knee_fit: bool,
+    /// Look harder for a token-bucket shaper: auto-ranging's fine train with a 3-byte size
+    /// step (four times the bytes), so a bucket of up to 64 KB in front of a link twice its token
+    /// rate is emptied and read (`headroom_core::abw::shaper`); also turns detection on for
+    /// pathChirp. PathQuick looks for shapers in every train by default (a late knee, a level
+    /// shift of the received rate, then packets paced at the token rate; docs/pathquick.md).
+    #[arg(long, conflicts_with = "no_detect_shaper")]
+    pub detect_shaper: bool,
+    /// Do not look for token-bucket shapers: report the knee of every train as it is.
+    #[arg(long)]
+    pub no_detect_shaper: bool,
+}
+
+impl EstimatorFlags {
+    /// `opts` with these flags: the knee fit, and shaper detection on (with the shaper train)
+    /// or off; without a flag, the method's default.
+    pub fn apply(&self, opts: EstimateOptions) -> EstimateOptions {
+        EstimateOptions {
+            estimator: EstimatorConfig {
+                knee_fit: self.knee_fit || opts.estimator.knee_fit,
+                detect_shaper: !self.no_detect_shaper && (self.detect_shaper || opts.estimator.detect_shaper),
+                ..opts.estimator
+            },
+            shaper_train: self.detect_shaper || opts.shaper_train,
+            ..opts
+        }
+    }
 }
 
 /// `headroom probe`'s exit status for a bound under `--fail-on-bound`.
@@ -276,16 +299,14 @@ pub(crate) fn probe_options(a: &ProbeArgs) -> EstimateOptions {
         timeout: Duration::from_nanos(a.timeout.0),
         ..EstimateOptions::for_method(a.method)
     };
+    let opts = a.estimator.apply(opts);
     EstimateOptions {
         estimator: EstimatorConfig {
-            knee_fit: a.knee_fit,
-            detect_shaper: !a.no_detect_shaper && (a.detect_shaper || opts.estimator.detect_shaper),
             decrease_factor: a.decrease_factor.unwrap_or(opts.estimator.decrease_factor),
             busy_period: a.busy_period as usize,
             ..opts.estimator
         },
         judge_slack: if a.wait_tail { None } else { opts.judge_slack },
-        shaper_train: a.detect_shaper,
         ..opts
     }
 }
@@ -688,5 +709,36 @@ mod tests {
         assert!(P::try_parse_from(["probe", "h", "--method", "pathload"]).is_err());
         assert!(P::try_parse_from(["probe", "h", "--bmax", "fast"]).is_err());
         assert!(P::try_parse_from(["probe", "h", "--json", "--instbw"]).is_err());
+    }
+
+    #[test]
+    fn the_estimator_flags_turn_the_knee_fit_and_shaper_detection_on_and_off() {
+        #[derive(Parser)]
+        struct P {
+            #[command(flatten)]
+            a: ProbeArgs,
+        }
+        let opts = |args: &[&str]| probe_options(&P::try_parse_from(args).unwrap().a);
+        // Defaults: PathQuick looks for shapers (without the shaper train), pathChirp does not.
+        let quick = opts(&["probe", "h"]);
+        assert!(quick.estimator.detect_shaper && !quick.shaper_train && !quick.estimator.knee_fit);
+        assert!(!opts(&["probe", "h", "--method", "pathchirp"]).estimator.detect_shaper);
+        let chirp = opts(&["probe", "h", "--method", "pathchirp", "--detect-shaper", "--knee-fit"]);
+        assert!(chirp.estimator.detect_shaper && chirp.shaper_train && chirp.estimator.knee_fit);
+        let off = opts(&["probe", "h", "--no-detect-shaper"]);
+        assert!(!off.estimator.detect_shaper && !off.shaper_train);
+        assert!(P::try_parse_from(["probe", "h", "--detect-shaper", "--no-detect-shaper"]).is_err());
+        // probe-bench takes the same flags, through its client options.
+        #[derive(Parser)]
+        struct B {
+            #[command(flatten)]
+            c: crate::probe_bench::ClientChoice,
+        }
+        let c = B::try_parse_from(["bench", "--detect-shaper", "--knee-fit"]).unwrap().c;
+        let o = c.options(Method::PathQuick, None);
+        assert!(o.estimator.detect_shaper && o.shaper_train && o.estimator.knee_fit && o.auto_range);
+        let c = B::try_parse_from(["bench", "--no-detect-shaper"]).unwrap().c;
+        assert!(!c.options(Method::PathQuick, None).estimator.detect_shaper);
+        assert!(B::try_parse_from(["bench", "--detect-shaper", "--no-detect-shaper"]).is_err());
     }
 }

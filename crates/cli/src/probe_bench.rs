@@ -34,6 +34,7 @@
 //! `√(2·burst/ΔP)` packets); `--shaper-burst B` puts such a token-bucket shaper (rate = the
 //! link's) in front of the link to show that bias.
 //!
+use crate::probe::EstimatorFlags;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -209,44 +210,23 @@ pub struct ClientChoice {
     /// `autorange::TARGET_SIGMA`): PathQuick's fine train is made long enough for it.
     #[arg(long)]
     pub target_sigma: Option<f64>,
-    /// Also fit the knee (`EstimatorConfig::knee_fit`, see docs/pathquick.md).
-    #[arg(long)]
-    pub knee_fit: bool,
-    /// `headroom probe --detect-shaper`: auto-ranging's fine train with the shaper size step
-    /// (3 B, four times the bytes), to empty larger buckets. The shaper grid uses it.
-    #[arg(long, conflicts_with = "no_detect_shaper")]
-    pub detect_shaper: bool,
-    /// `headroom probe --no-detect-shaper`: no shaper detection (PathQuick looks for shapers
-    /// by default).
-    #[arg(long)]
-    pub no_detect_shaper: bool,
+    /// As `headroom probe`'s (the shaper grid sets `--detect-shaper`).
+    #[command(flatten)]
+    pub estimator: EstimatorFlags,
 }
 
 impl ClientChoice {
     /// One single-train estimate of `method` (a `fixed` design, `--bmax`, or auto-ranging).
     pub fn options(&self, method: Method, fixed: Option<TrainDesign>) -> EstimateOptions {
         let defaults = EstimateOptions::for_method(method);
-        let mut opts = EstimateOptions {
+        self.estimator.apply(EstimateOptions {
             repeat: 1,
             b_max: self.bmax.unwrap_or(defaults.b_max),
             auto_range: self.bmax.is_none() && fixed.is_none(),
             design: fixed,
             target_sigma: self.target_sigma.unwrap_or(defaults.target_sigma),
             ..defaults
-        };
-        if self.knee_fit {
-            opts.estimator = EstimatorConfig { knee_fit: true, ..opts.estimator };
-        }
-        // `headroom probe --detect-shaper`: the shaper train, and detection for pathChirp
-        // too; `--no-detect-shaper`: none (PathQuick looks for shapers by default).
-        if self.detect_shaper {
-            opts.estimator = EstimatorConfig { detect_shaper: true, ..opts.estimator };
-            opts.shaper_train = true;
-        }
-        if self.no_detect_shaper {
-            opts.estimator = EstimatorConfig { detect_shaper: false, ..opts.estimator };
-        }
-        opts
+        })
     }
 }
 

@@ -11,6 +11,7 @@
 //! machine is shared; its load moves the pacer). Goal of a cell: the median rate within 10 % and
 //! the median burst within a factor of two (issue 19, "Behind a token-bucket shaper").
 
+use crate::probe::EstimatorFlags;
 use std::fmt::Write as _;
 use std::str::FromStr;
 
@@ -124,7 +125,10 @@ pub fn run(a: &ProbeBenchArgs, grid: &ShaperGrid) -> Result<()> {
                 csv: None,
                 dump: None,
                 shaper_grid: None,
-                client: ClientChoice { detect_shaper: true, no_detect_shaper: false, ..a.client },
+                client: ClientChoice {
+                    estimator: EstimatorFlags { detect_shaper: true, no_detect_shaper: false, ..a.client.estimator },
+                    ..a.client
+                },
                 ..a.clone()
             };
             let (rows, _) = measure(&cell)?;
