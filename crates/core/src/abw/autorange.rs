@@ -1362,6 +1362,11 @@ mod tests {
     /// A train's records through a FIFO of `c` bit/s, a 1,000-byte cross packet arriving just
     /// after every `every`-th probe packet.
     fn fifo_records(d: &QuickDesign, c: f64, every: usize) -> Vec<ProbeRecord> {
+        fifo_records_after(d, c, |i| i % every == 0)
+    }
+
+    /// [`fifo_records`] with a cross packet after each probe packet `i` that `cross_after(i)`.
+    fn fifo_records_after(d: &QuickDesign, c: f64, cross_after: impl Fn(usize) -> bool) -> Vec<ProbeRecord> {
         let mut free = 0.0f64;
         d.schedule()
             .iter()
@@ -1375,7 +1380,7 @@ mod tests {
                     recv_time: Some(crate::units::Time(1_000_000 + free as u64)),
                     size: p.size,
                 };
-                if i % every == 0 {
+                if cross_after(i) {
                     free = free.max(at + 1.0) + 8000.0 / c * 1e9;
                 }
                 rec
@@ -1591,15 +1596,19 @@ mod tests {
 
     #[test]
     fn with_a_long_round_trip_a_first_train_that_overran_leads_to_the_wide_train_from_the_bottom() {
-        // 100 Mbit/s, a cross packet after every second probe packet of the first coarse train
-        // (167 Mbit/s over its 1.6 ms): its busy gaps read below zero, an overrun. With RTT
+        // 100 Mbit/s, a cross packet after each probe packet of the first coarse train with
+        // probability ½ (167 Mbit/s over its 1.6 ms): its busy gaps read below zero, an
+        // overrun. (At random: one after exactly every second packet spoils every two-gap span
+        // the capacity vote reads, `dispersion::capacity`.) With RTT
         // 100 ms the wide fine train from the smallest packet comes at once; with 10 ms its
         // queue bound refuses it and the coarse train around C comes next, as without the rule.
         let first_then = |rtt: Dur| {
             let mut l = Ladder::from_plan(planner(), 0.2).with_round_trip(rtt);
             let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
             let below = estimate_of(Outcome::BelowRange { at_most: c1.b_min() }, c1.n, 0);
-            let recs = fifo_records(&c1, 100e6, 2);
+            let mut rng = crate::rng::Rng::new(3);
+            let half: Vec<bool> = (0..c1.n).map(|_| rng.uniform() < 0.5).collect();
+            let recs = fifo_records_after(&c1, 100e6, |i| half[i]);
             let step = l.on_verdict(&c1, &below, &recs).unwrap();
             let LadderStep::Train { design, whole, .. } = step else { panic!("{step:?}") };
             let cap = l.capacity().expect("the capacity from the first train");

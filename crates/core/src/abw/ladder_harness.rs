@@ -223,6 +223,8 @@ fn ladder_harness() {
     // LADDER_BUFFER: the buffer of both paths in packets (default 100 at 10 Mbit/s, 1,000 at
     // 100; the PathQuick paper's Fig. 8 path is 100 at 100 Mbit/s, RTT 0.4 ms).
     let packets: Option<usize> = std::env::var("LADDER_BUFFER").ok().and_then(|s| s.parse().ok());
+    // LADDER_SEED: added to every path's seed (default 0), for another draw of the cross traffic.
+    let seed: u64 = std::env::var("LADDER_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
         if only.is_some_and(|o| o * 1e6 != c) {
             continue;
@@ -231,7 +233,7 @@ fn ladder_harness() {
         let buffer = packets.unwrap_or(buffer);
         for load in [0.0, 0.3, 0.6, 0.9] {
             let a = c * (1.0 - load);
-            let mut path = Path::new(c, c * load, buffer, delay, 7 + (load * 10.0) as u64);
+            let mut path = Path::new(c, c * load, buffer, delay, 7 + seed + (load * 10.0) as u64);
             let mut t = 2.0;
             let (mut errs, mut times, mut over, mut ntrains) = (Vec::new(), Vec::new(), 0, 0);
             for k in 0..runs {
