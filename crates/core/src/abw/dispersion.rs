@@ -100,14 +100,15 @@ pub const CAPACITY_SPAN: usize = 2;
 /// Why spans (issue 19, session 16): the testbed's delay box, like a receiver that coalesces
 /// interrupts, releases packets in clumps, one gap 40–150 µs long and the next a few µs. Single
 /// gaps at 100 Mbit/s (the 1,500-byte packet's 120 µs) scattered around `C` by tens of per cent,
-/// and the vote elected a cluster of coincidences: of the 393 first coarse trains in session
-/// 15's 100 Mbit/s testbed dumps (0–90 % load), 95 read `C` more than 10 % off (60–121 Mbit/s).
-/// A clump's early and late packets fall in one span and cancel. Voting on spans of two, 21 of
-/// 393 were more than 10 % off, and the median |error| fell from 3.8 to 1.0 %. At 10 Mbit/s
-/// (168 trains) the median went from 0.21 to 0.12 %, with 1 train more than 10 % off instead
-/// of 0. In the packet-level harness (±10 µs of independent noise, no clumps) the median fell
-/// from 0.9–1.0 % to 0.2–0.5 % at 0–90 % load. Spans of three or four let cross packets into
-/// most spans at heavy load (71 of 393 off by 10 % with four).
+/// and the vote elected a cluster of coincidences. Session 15's testbed dumps replayed
+/// (`headroom probe-replay -v`, the capacity after the first train; docs/results.md):
+/// - at 100 Mbit/s, 63 of 240 estimates started from a `C` more than 10 % off (60–121 Mbit/s),
+///   median |error| 4.1 %; with spans of two, 10 of 240 and 1.2 %;
+/// - at 10 Mbit/s, none of 109 with either; median 0.2 % before, 0.1 % with spans.
+///
+/// A clump's early and late packets fall in one span and cancel. In the packet-level harness
+/// (±10 µs of independent noise, no clumps) the median error fell from 0.9–1.0 % to 0.2–0.5 %
+/// at 0–90 % load. Longer spans hold a cross packet more often at heavy load.
 ///
 /// Why single gaps at times: a cross packet in one gap spoils both spans that hold it.
 /// - The paper's fixed 12 Mbit/s train at 50 % load showed its capacity in 32 of 40 trains from
@@ -118,9 +119,8 @@ pub const CAPACITY_SPAN: usize = 2;
 ///   74 Mbit/s), and in a unit test of 167 Mbit/s over 1.6 ms.
 /// - Single gaps keep half of theirs clean there, and the vote's tie-break (the higher `C`)
 ///   prefers them. So a span cluster below [`SPOILED_SPANS`] of the single gaps' gives way to
-///   it. On the testbed dumps above, the rule changed one train's capacity, from 68.1 to
-///   86.5 Mbit/s. Single gaps pushed more than a quarter above the spans' by clumps would win
-///   too; in those dumps that happened to none.
+///   them. Single gaps pushed more than a quarter above the spans' by clumps would win too;
+///   the replayed dumps show no such train.
 pub fn capacity(records: &[ProbeRecord], noise: Dur) -> Option<Rate> {
     let gaps = gaps(records);
     let single = cluster(&spans(&gaps, 1), noise);
