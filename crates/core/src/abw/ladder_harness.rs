@@ -225,6 +225,7 @@ fn ladder_harness() {
     let packets: Option<usize> = std::env::var("LADDER_BUFFER").ok().and_then(|s| s.parse().ok());
     // LADDER_SEED: added to every path's seed (default 0), for another draw of the cross traffic.
     let seed: u64 = std::env::var("LADDER_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    println!("seed offset {seed} (LADDER_SEED)");
     for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
         if only.is_some_and(|o| o * 1e6 != c) {
             continue;
