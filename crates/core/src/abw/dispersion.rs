@@ -694,6 +694,26 @@ mod tests {
     }
 
     #[test]
+    fn a_span_never_bridges_a_lost_packet() {
+        // Packets 0–5 of 100, 200, ... bytes, packet 3 lost: the gaps end at packets 1, 2 and 5
+        // (2 → 4 is not a gap), and the only span of two gaps is packets 0–2.
+        let recs: Vec<ProbeRecord> = (0..6u32)
+            .map(|i| ProbeRecord {
+                index: i,
+                send_time: Time(i as u64 * 10_000),
+                recv_time: (i != 3).then(|| Time(1_000_000 + i as u64 * 20_000)),
+                size: Bytes(100 * (i as u64 + 1)),
+            })
+            .collect();
+        let g = gaps(&recs);
+        assert_eq!(g.iter().map(|g| g.later).collect::<Vec<_>>(), vec![1, 2, 5]);
+        let two = spans(&g, 2);
+        assert_eq!(two.len(), 1, "{two:?}");
+        assert_eq!((two[0].s, two[0].d, two[0].bits), (20_000.0, 40_000.0, (200.0 + 300.0) * 8.0));
+        assert_eq!(spans(&g, 1).len(), 3);
+    }
+
+    #[test]
     fn spans_read_the_capacity_of_the_harness_path_within_a_few_per_mille_at_any_load() {
         // The first coarse train (500 Mbit/s, 1.6 ms) on the packet-level path at 100 Mbit/s,
         // ±10 µs of timestamp noise, 0–90 % Poisson load; 100 trains per load. Single gaps
