@@ -26,7 +26,9 @@
 //! vote over the candidates `8·P_{k+1}/d_k`), then `C = Σ 8·P / Σ d` over those gaps. Gaps
 //! received as they were sent (`|d_k − s_k|` within the noise) do not vote: a train that never
 //! queued is spaced as sent whatever `C` is, and its gaps would otherwise elect the rates it
-//! probed.
+//! probed. The voters are spans of two consecutive gaps, whose dispersion a receiver's (or the
+//! testbed's delay box's) clumped delivery does not move; single gaps are the fallback
+//! ([`capacity`] says when, and why).
 //!
 //! The first coarse train (500 Mbit/s) arrives far faster than a 10 or 100 Mbit/s link drains,
 //! so its gaps are busy and, lasting 1.6 ms, hold few cross packets even at 90 % load: the
