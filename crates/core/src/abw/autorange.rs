@@ -113,7 +113,7 @@
 //!   estimates, and the 0.4–9.3 Mbit/s rung (85 ms) then read "above range" every time. The
 //!   first train's overrun (its 1.6 ms of busy gaps hold about 18 cross packets at 90 % load, a
 //!   standard deviation of a fifth of `C`) only feeds the wide fine train of
-//!   [`Ladder::wide_instead`], whose queue bound refuses it on short round trips: in the harness at RTT 100 ms and 100 Mbit/s the
+//!   `Ladder::wide_instead`, whose queue bound refuses it on short round trips: in the harness at RTT 100 ms and 100 Mbit/s the
 //!   estimates over budget went from 53 to 0 of 200 at 90 % load (median error 3.5 → 4.0 %,
 //!   p90 7.5 → 7.2 %) and from 3 to 0 at 60 %; at RTT 10–20 ms nothing changed.
 //! - **A fine train without an estimate whose delays confirm its busy reading** (session 14):
@@ -786,7 +786,7 @@ impl Ladder {
     }
 
     /// The round trip to the server (the handshake's), which every further train costs: with it
-    /// the ladder may answer with one train fewer ([`Ladder::wide_instead`]).
+    /// the ladder may answer with one train fewer (`Ladder::wide_instead`).
     pub fn with_round_trip(mut self, rtt: Dur) -> Ladder {
         self.round_trip = Some(rtt);
         self

@@ -235,7 +235,7 @@ pub fn busy_reading(records: &[ProbeRecord], capacity: Rate, lowest: Rate) -> Op
 ///
 /// Why (issue 19, session 14): the 4 ms second coarse train at 100 Mbit/s with 90 Mbit/s of
 /// Poisson cross traffic holds about 45 cross packets, whose count deviates by about 13 % of
-/// `C`; in the packet-level harness ([`super::ladder_harness`]) such a train read below zero
+/// `C`; in the packet-level harness (`super::ladder_harness`) such a train read below zero
 /// for `A` = 10 Mbit/s in 14 of 100 estimates, and the ladder, without a reading, walked down to the
 /// 0.4–9.3 Mbit/s rung (85 ms), which read "above range" every time, before its fine train.
 pub fn overrun(records: &[ProbeRecord], capacity: Rate, lowest: Rate) -> Option<Dur> {

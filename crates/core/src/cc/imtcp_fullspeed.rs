@@ -19,7 +19,7 @@
 //!
 //! Choices the paper leaves open:
 //! - `A` is the EWMA of the measurement results with gain 1/8 (ImTCP's smoothed estimate Ā,
-//!   §3.2, as ImTCP-bg uses), fed by [`CongestionControl::on_estimate`]; before the first result
+//!   §3.2, as ImTCP-bg uses), fed by [`super::CongestionControl::on_estimate`]; before the first result
 //!   the mode grows as Reno.
 //! - `RTT` is the smoothed RTT of the ACK (SRTT), falling back to the sample.
 //! - The per-RTT increase is applied per ACK as Reno's is: `increase · mss² / cwnd` bytes.

@@ -3,7 +3,7 @@
 //! they never change what TCP sends.
 //!
 //! - [`Westwood`] — TCP Westwood's bandwidth estimate. Default: the **original** estimator
-//!   (Mascolo, Casetti, Gerla, Sanadidi, Wang, MobiCom 2001), which the ImTCP paper cites [14]:
+//!   (Mascolo, Casetti, Gerla, Sanadidi, Wang, MobiCom 2001), which the ImTCP paper cites \[14\]:
 //!   every ACK gives a sample `b_k = d_k / (t_k - t_{k-1})`, `d_k` the bytes it acknowledges
 //!   (a duplicate ACK counts one segment, later deducted from the cumulative ACK that covers it,
 //!   the paper's "accounting"), filtered by the time-varying Tustin low-pass filter
@@ -19,7 +19,7 @@
 //!   cumulative ACK number against the arrival time of three consecutive ACKs. Hoe measures
 //!   once, at connection start; as the ImTCP paper does for its comparison, headroom repeats it
 //!   every RTT (on the first three new ACKs after each SRTT boundary).
-//! - [`Rab`] — TCP-Rab's receiver-side estimate (reference [15] of the ImTCP paper): the receiver
+//! - [`Rab`] — TCP-Rab's receiver-side estimate (reference \[15\] of the ImTCP paper): the receiver
 //!   measures the arrival rate of data segments, free of the ACK path's noise. headroom's
 //!   reading: one sample per `period` (default: the sender's SRTT when the driver gives it, else
 //!   100 ms), bytes received after the period's first segment over the time from the first to

@@ -100,7 +100,7 @@ impl SplitLargeDocuments {
 /// ```
 ///
 /// `SampleLoad(T)` is the number of packets that arrived in `(T-1, T]` seconds, counting each SYN
-/// as [`SYN_WEIGHT`]. Seconds are counted from `origin` (the proxy's start). A second in which
+/// as `SYN_WEIGHT`. Seconds are counted from `origin` (the proxy's start). A second in which
 /// nothing arrives has `SampleLoad = 0`: the estimate decays by 7/8 per idle second. Open choice:
 /// until the first second is over there is no `L(1)`; [`LoadEstimator::load`] then returns the
 /// count so far in that second, a lower bound of `SampleLoad(1)`.
@@ -150,7 +150,7 @@ impl LoadEstimator {
         self.sample = 0;
     }
 
-    /// `count` packets (a SYN counts [`SYN_WEIGHT`]) arrived at `now`. Events must come in time
+    /// `count` packets (a SYN counts `SYN_WEIGHT`) arrived at `now`. Events must come in time
     /// order; a late one is counted in the current second.
     pub fn on_packets(&mut self, now: Time, count: u64) {
         self.advance(now);
