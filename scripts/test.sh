@@ -39,6 +39,8 @@ echo "== cargo fmt --check =="
 cargo fmt --all --check
 echo "== cargo clippy (warnings denied) =="
 cargo clippy --workspace --all-targets --release --locked -- -D warnings
+echo "== cargo doc (warnings denied: every intra-doc link resolves) =="
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "== cargo test =="
 # Release profile: the simulator tests run paper-scale scenarios. Under CI (CI=true, root) a
 # root-only test that cannot run fails instead of printing SKIP. --no-fail-fast: a failing test

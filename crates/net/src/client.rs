@@ -584,7 +584,7 @@ const COOKIE_TRUSTED: Duration = Duration::from_secs(30);
 /// (TOKEN_START), so each estimate after the first costs its trains + RTT, without the
 /// handshake's RTT. The token is bound to the client's IP address and lives
 /// `headroom serve`'s token lifetime (10 min by default); the client stops using it
-/// [`TOKEN_MARGIN`] before that. A refused token is answered with a CHALLENGE, and the train
+/// `TOKEN_MARGIN` before that. A refused token is answered with a CHALLENGE, and the train
 /// is asked for again with its cookie ([`Handshake::TokenRefused`]).
 ///
 /// **Tracking with auto-ranging.** After an auto-ranged estimate `A`, the session's next

@@ -4,7 +4,7 @@
 //! Two ways to hold the relay buffer:
 //! - [`CopyMode::Splice`]: a pipe per direction; bytes move socket → pipe → socket with
 //!   `splice(2)` by page reference, never copied through user space. The pipe is created when
-//!   the first byte arrives (checked with a peek: see [`data_waiting`]), so an idle connection
+//!   the first byte arrives (checked with a peek: see `data_waiting`), so an idle connection
 //!   holds no pipe.
 //! - [`CopyMode::Copy`]: a user-space buffer per direction, allocated when the first byte
 //!   arrives (`read`/`write`).

@@ -523,9 +523,9 @@ impl DelayBox {
     /// From now on, in-link cross traffic `cross` (or none) in direction `dir` (module doc; a
     /// line without a rate ignores it, [`crate::topology::InLinkCross::check`] refuses that).
     /// The line takes it at its next loop (within a few microseconds while it forwards packets,
-    /// at most [`IDLE_NS`] when idle), and this waits for that, so that the counters read after
+    /// at most `IDLE_NS` when idle), and this waits for that, so that the counters read after
     /// it returns count the old source's packets up to the switch and none of the new one's
-    /// before it. `false` when the line did not take it within [`CROSS_SWITCH_WAIT`] (stopped).
+    /// before it. `false` when the line did not take it within `CROSS_SWITCH_WAIT` (stopped).
     pub fn set_cross(&self, dir: Direction, cross: Option<InLinkCross>) -> bool {
         let ctl = &self.cross[(dir == Direction::Reverse) as usize];
         if let Ok(mut c) = ctl.cross.lock() {

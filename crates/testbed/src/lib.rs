@@ -48,9 +48,9 @@
 //! ```
 //!
 //! - [`Testbed::up`] builds a [`Topology`] (from Rust or from a [`Scenario`] file) and returns
-//!   handles: [`Testbed::host`] gives each [`Host`]'s namespace name and address.
-//! - [`Testbed::exec`] / [`Testbed::command`] run programs in a host; [`Testbed::run_in`] /
-//!   [`Testbed::spawn_in`] run Rust closures on a thread that entered the host's namespace
+//!   handles: `Testbed::host` gives each [`Host`]'s namespace name and address.
+//! - `Testbed::exec` / `Testbed::command` run programs in a host; `Testbed::run_in` /
+//!   `Testbed::spawn_in` run Rust closures on a thread that entered the host's namespace
 //!   (sockets created there belong to the host and can be used from any thread).
 //! - [`Testbed::queue_stats`], [`Testbed::delaybox_counters`], [`Testbed::tun_drops`] read the
 //!   bottleneck.

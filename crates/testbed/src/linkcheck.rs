@@ -15,7 +15,7 @@
 //! from a work queue: [`headroom_net::timing::ArrivalTimestamps`], held for the whole flood), and
 //! an input slower than the link, which leaves it idle between bursts ([`Spacing::link_idle`]:
 //! the packets that found the link idle, 1 or 2 when the flood kept it busy). The flood's sender runs
-//! at real-time priority above the box's ([`FLOOD_PRIORITY`]) for the same reason.
+//! at real-time priority above the box's (`FLOOD_PRIORITY`) for the same reason.
 
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;

@@ -1,5 +1,5 @@
 //! SURGE's web workload (Barford & Crovella, "Generating representative Web workloads for network
-//! and server performance evaluation", ACM SIGMETRICS 1998 — reference [20] of Maki et al.), as
+//! and server performance evaluation", ACM SIGMETRICS 1998 — reference \[20\] of Maki et al.), as
 //! one user per web client: a page is a base file plus embedded files, fetched one after
 //! another (HTTP/1.0, one connection each) separated by *active OFF* times; between pages the
 //! user is idle for an *inactive OFF* time.

@@ -5,7 +5,7 @@
 //! Sizes are IP packet sizes in bytes (headers included), as in ns-2's `packetSize_`.
 //!
 //! ImTCP §4.1 (Cao, Hasegawa, Murata 2005, `001_*`) builds its UDP cross traffic from "various
-//! packet sizes ... according to the monitored results in the Internet reported in Ref. [17]"; the
+//! packet sizes ... according to the monitored results in the Internet reported in Ref. \[17\]"; the
 //! OCR of the paper lost its reference list, so the exact mix is not recoverable. We use the
 //! classic trimodal "simple IMIX" derived from the 1998-2000 backbone measurements (Claffy, Miller
 //! and Thompson, INET'98; NLANR/CAIDA packet-length histograms):

@@ -1,7 +1,7 @@
 //! The simulated world: a [`Net`] plus the endpoints that live on its nodes (bulk TCP flows, UDP
 //! sources, web clients and servers), their statistics and the periodic traces.
 //!
-//! Built from a validated [`Scenario`]; [`World::run_until`] advances it, [`World::report`]
+//! Built from a validated [`crate::scenario::Scenario`]; [`World::run_until`] advances it, [`World::report`]
 //! summarises it. Everything random draws from one [`Rng`] stream per flow, forked from the
 //! scenario's seed, so adding a flow never changes the randomness of the others.
 //!
@@ -16,7 +16,7 @@
 //! server takes the first waiting client. At most `max_pages` pages download at once and the
 //! offered load grows with the number of servers (each alternates a page and a think time).
 //!
-//! Modules: [`build`] builds the world from a scenario, this file runs its event loop, [`report`]
+//! Modules: `build` builds the world from a scenario, this file runs its event loop, `report`
 //! summarises it.
 
 mod build;
