@@ -24,7 +24,7 @@ fn method_arg(s: &str) -> Result<Method, String> {
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("monitor").multiple(true).args(["interval", "watch"])))]
 pub struct ProbeArgs {
-    /// Server address HOST\[:PORT\] (default port 7447).
+    /// Server address: HOST or HOST:PORT (default port 7447).
     pub target: String,
     /// Probe train: pathquick or pathchirp.
     #[arg(long, default_value = "pathquick", value_parser = method_arg)]

@@ -128,7 +128,7 @@ pub struct ProxyWebArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Output directory: transfers.csv, cdf.svg, summary.txt, and the proxy's JSON lines
-    /// (records and stats) per policy, `proxy-<policy>.jsonl`.
+    /// (records and stats) per policy, proxy-POLICY.jsonl.
     #[arg(long, default_value = "out/proxy-web")]
     pub out: PathBuf,
 }
