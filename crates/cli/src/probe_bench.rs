@@ -87,6 +87,12 @@ pub struct ProbeBenchArgs {
     /// Bottleneck buffer (`100pkts` as in the simulated Fig. 6, or bytes such as `150KB`).
     #[arg(long, default_value = "100pkts")]
     pub buffer: String,
+    /// How long the delay box polls its input after each arrival before it sleeps (default
+    /// 300 µs, where the testbed's own default is zero; `0s` sleeps after every packet and
+    /// stamps each arrival one wake-up late, the box before issue 19 session 17;
+    /// `headroom_testbed::delaybox`, step 4).
+    #[arg(long)]
+    pub box_arrival_spin: Option<Dur>,
     #[command(flatten)]
     pub client: ClientChoice,
     /// Pause between two estimates.
@@ -269,7 +275,12 @@ pub fn measure(a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)> {
     if a.shaper_rate.is_some_and(|r| r > a.rate) {
         bail!("--shaper-rate must not exceed --rate (the link behind the shaper)");
     }
-    let bottleneck = Bottleneck { buffer, shaper, ..Bottleneck::new(Some(a.rate), a.delay) };
+    let bottleneck = Bottleneck {
+        buffer,
+        shaper,
+        arrival_spin: a.box_arrival_spin.unwrap_or(headroom_testbed::delaybox::DEFAULT_ARRIVAL_SPIN),
+        ..Bottleneck::new(Some(a.rate), a.delay)
+    };
     let tb = Testbed::up(&Topology::dumbbell(2, bottleneck)).context("building the testbed")?;
     eprintln!(
         "testbed {}: {} exact link, {} each way, {}, buffer {}, cross traffic from the {} source",
@@ -320,13 +331,16 @@ fn bench_on(tb: &Testbed, a: &ProbeBenchArgs) -> Result<(Vec<BenchRow>, String)>
         // (its delay line full, writes failed), the TUN device it did not read in time, or the
         // client's socket (its receive buffer full).
         eprintln!(
-            "  forward link over the level: {} packets in, queue drops {}, the box's own drops {}, TUN drops {}, release lateness mean {:.1} us, p99 < {} us; r1's UDP receive-buffer drops {}",
+            "  forward link over the level: {} packets in, queue drops {}, the box's own drops {}, TUN drops {}, release lateness mean {:.1} us, p99 < {} us, polled for arrivals {:.1} ms (budget spent after {} arrivals, {} back-offs); r1's UDP receive-buffer drops {}",
             x.packets_in,
             x.queue_drops,
             x.own_drops(),
             tun.0 - tun0.0,
             x.mean_lateness().0 as f64 / 1e3,
             x.lateness_quantile_bound(0.99).0 / 1000,
+            x.poll_ns as f64 / 1e6,
+            x.poll_budget_out,
+            x.poll_backoffs,
             rcv - rcv0
         );
         let report = cross_traffic.stop()?;

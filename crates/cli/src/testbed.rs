@@ -84,6 +84,13 @@ pub enum TestbedCmd {
         /// Packets per flood.
         #[arg(long, default_value_t = 2000)]
         packets: u32,
+        /// Instead of floods, paced trains at half each rate (the link never queues): how
+        /// constant the delay is with the box polling its input for 300 µs after arrivals (as
+        /// `probe-bench` runs it) and sleeping after every packet (the testbed's default), side by side
+        /// (`headroom_testbed::linkcheck::arrival_delays`). `--packets` is then the packets per
+        /// train, 20 trains per rate and setting.
+        #[arg(long)]
+        paced: bool,
     },
 }
 
@@ -116,7 +123,8 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
             report_unrecorded();
             Ok(())
         }
-        TestbedCmd::BenchLink { rates, size, packets } => bench_link(&rates, size, packets),
+        TestbedCmd::BenchLink { rates, size, packets, paced: false } => bench_link(&rates, size, packets),
+        TestbedCmd::BenchLink { rates, size, packets, paced: true } => bench_link_paced(&rates, size, packets),
         TestbedCmd::BenchDelaybox { delay, rates, step, size } => {
             let cfg = BenchConfig { delay, step, rates, size };
             if !(headroom_testbed::traffic::MIN_UDP_SIZE..=65_000).contains(&size) {
@@ -299,6 +307,38 @@ fn bench_link(rates: &[Rate], size: usize, packets: u32) -> Result<()> {
     match top {
         Some(r) => println!("highest rate sustained (every packet, no own drops, rate within 1%): {r}"),
         None => println!("no rate tried was sustained"),
+    }
+    Ok(())
+}
+
+/// Trains through each rate's link with the box polling after arrivals and sleeping, alternating.
+fn bench_link_paced(rates: &[Rate], size: usize, per_train: u32) -> Result<()> {
+    const TRAINS: u32 = 20;
+    if per_train < 2 {
+        bail!("--packets: at least 2 per train");
+    }
+    println!("exact link, paced: {TRAINS} trains of {per_train} {size}-byte packets at half the rate, 20 ms apart; dev = |delay - median delay| at the receiver (kernel timestamps against the sender's clock), every packet but each train's first; first = the first packet's delay above the median (median over trains)");
+    println!(
+        "{:>9} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10} {:>12}",
+        "rate", "box input", "spacing us", "received", "dev med", "dev p90", "dev p99", "first us", "box late us"
+    );
+    for &rate in rates {
+        for spin in [headroom_testbed::delaybox::DEFAULT_ARRIVAL_SPIN, Dur::ZERO] {
+            let a = headroom_testbed::linkcheck::arrival_delays(rate, size, TRAINS, per_train, spin)?;
+            println!(
+                "{:>9.1} {:>11} {:>10.2} {:>6}/{:<4} {:>9.2} {:>9.2} {:>9.2} {:>10.1} {:>12.1}",
+                rate.as_mbps(),
+                if spin > Dur::ZERO { "polled" } else { "sleeps" },
+                a.spacing.0 as f64 / 1e3,
+                a.received,
+                a.sent,
+                a.median_dev.0 as f64 / 1e3,
+                a.p90_dev.0 as f64 / 1e3,
+                a.p99_dev.0 as f64 / 1e3,
+                a.first_excess_ns as f64 / 1e3,
+                a.box_late_mean.0 as f64 / 1e3,
+            );
+        }
     }
     Ok(())
 }

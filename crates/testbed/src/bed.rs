@@ -603,6 +603,7 @@ impl Testbed {
             seed: b.seed,
             extra: extra.clone(),
             spin: Dur::ZERO,
+            arrival_spin: b.arrival_spin,
             realtime: true,
             rate: b.rate,
             buffer: Some(b.buffer),
@@ -614,6 +615,10 @@ impl Testbed {
             seed: b.seed ^ 0x5eed,
             extra,
             spin: Dur::ZERO,
+            // The reverse line carries ACKs and control packets, and sleeps between them:
+            // polling both lines would take both cores of a 2-core machine during a bulk
+            // transfer (delaybox module doc, step 4).
+            arrival_spin: Dur::ZERO,
             realtime: true,
             rate: b.reverse_rate,
             buffer: Some(b.buffer),

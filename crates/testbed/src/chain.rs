@@ -284,6 +284,11 @@ impl Chain {
                 seed,
                 extra: Default::default(),
                 spin: headroom_core::Dur::ZERO,
+                // A chain runs two lines per segment; polling after arrivals in all of them
+                // would take every core of a small machine under a relayed bulk transfer
+                // (delaybox module doc, step 4). The chain carries TCP, whose arrivals are not
+                // probe trains.
+                arrival_spin: headroom_core::Dur::ZERO,
                 realtime: true,
                 rate,
                 buffer: Some(seg.buffer),

@@ -25,6 +25,39 @@
 //!    microsecond-accurate release without burning a core when idle. The threads run at
 //!    SCHED_FIFO priority 10, so compilers or test traffic on a 2-core machine do not delay
 //!    releases by milliseconds.
+//! 4. With `arrival_spin` set (`headroom probe-bench` sets [`DEFAULT_ARRIVAL_SPIN`], 300 µs; the
+//!    testbed's default is zero, below), for that long after each arrival the thread polls
+//!    the input instead of sleeping, so the next packet of a train is stamped when it arrives.
+//!    An arrival stamp is only as exact as the read that takes it: a thread asleep in `ppoll`
+//!    reads a packet one wake-up later, a few to tens of µs on a VM and different for every
+//!    packet, and the link then serialised each packet from a time it did not arrive at. Paced
+//!    trains at half the rate, whose delay should not vary, varied by a median 4–13 µs with the
+//!    box asleep and 0.4–1.5 µs polling, at 100–500 Mbit/s (`headroom testbed bench-link
+//!    --paced`, [`crate::linkcheck::arrival_delays`]; a flood never lets the box sleep, which is
+//!    why the floods did not show it). At 500 Mbit/s, where a 1,500-byte packet lasts 24 µs,
+//!    that jitter queued trains far below the rate: the idle link's PathQuick estimates were a
+//!    median 29 % off with the box asleep and 0.1 % polling (18 each, two A/B runs;
+//!    docs/results.md, issue 19 session 17). The first packet after a pause still wakes the
+//!    thread and is stamped late by one wake-up (the packets behind it then queue behind it
+//!    for as long), and a stream sparser than the window (packets more than 300 µs apart: under
+//!    40 Mbit/s of 1,500-byte packets) is read one wake-up late per packet as before, an error
+//!    small beside its packet time (1.2 ms at 10 Mbit/s). Polling takes the core, so it has a
+//!    budget ([`PollBudget`]): at most a quarter of the line's time, saved up to 200 ms
+//!    ([`POLL_SHARE`], [`POLL_CREDIT`]). A probe train (a few to a hundred milliseconds, every
+//!    few hundred) is polled throughout; a bulk TCP transfer, whose packets come every few
+//!    hundred microseconds for seconds, leaves three quarters of the core to the namespaces'
+//!    senders, and a sender the kernel placed on the box's own core is not held back for
+//!    long ([`ArrivalPoll`] backs off when packets arrive right after each window). Without
+//!    the budget, a `send --measure` flow through a 50 Mbit/s link beside
+//!    15 Mbit/s of cross traffic moved 27.4–32.8 Mbit/s with 19–31 estimates, against 33.0–33.2
+//!    with 33–34 with the box asleep, and 33.0–33.3 with 33 with the budget (three runs each,
+//!    `headroom send-bench --parts measure --levels 15Mbps --seconds 4 --no-sim`; session 11
+//!    had found the same of a box that spun through most gaps; docs/results.md). With the
+//!    budget and the back-off, ImTCP's inline measurement in that flow still took 29–30
+//!    estimates against 33 with the box asleep, its stream shapes disturbed by the box's
+//!    intermittent polling; so polling is off unless a testbed asks for it
+//!    (`Bottleneck::arrival_spin`, for the dumbbell's forward line only: the reverse line and
+//!    a chain's lines carry ACKs and relayed TCP).
 //!
 //! So a packet first waits in the bottleneck queue, then is serialised at the bottleneck rate,
 //! then propagates: the order of a real link, with no token bucket's burst (issue 19: a tbf is a
@@ -81,6 +114,23 @@ use crate::topology::{Buffer, InLinkCross};
 pub const REALTIME_PRIORITY: i32 = 10;
 /// Default spin before a release (the RT thread wakes from ppoll within a few µs).
 pub const DEFAULT_SPIN_NS: u64 = 20_000;
+/// The time a line polls its input after an arrival instead of sleeping, where a testbed asks
+/// for polling (module doc, step 4; `headroom probe-bench` does): longer than the gaps of a
+/// train at 40 Mbit/s and above.
+pub const DEFAULT_ARRIVAL_SPIN: Dur = Dur(300_000);
+/// An arrival this soon after a poll window ran out empty means the polling held back the
+/// sender on the box's own core ([`ArrivalPoll`]).
+pub const STARVED_GAP: Dur = Dur(200_000);
+/// How long the line sleeps after every packet once it found it held a sender back.
+pub const POLL_BACKOFF: Dur = Dur(20_000_000);
+/// Windows in a row that ran out empty with an arrival right after: a sender held back
+/// ([`ArrivalPoll`]). One such window is a probe train's last packet and the message the server
+/// sends after it.
+pub const HELD_BACK_WINDOWS: u32 = 3;
+/// The share of a line's time it may spend polling for arrivals ([`PollBudget`]).
+pub const POLL_SHARE: f64 = 0.25;
+/// The polling time a line may save up ([`PollBudget`]).
+pub const POLL_CREDIT: Dur = Dur(200_000_000);
 /// Packets the delay line holds at most per direction.
 pub const MAX_HELD: usize = 1 << 20;
 /// Longest sleep between checks of the stop flag.
@@ -101,6 +151,9 @@ pub struct LineConfig {
     pub extra: HashMap<Ipv4Addr, Dur>,
     /// Spin this long before a release instead of sleeping; zero means [`DEFAULT_SPIN_NS`].
     pub spin: Dur,
+    /// Poll the input this long after each arrival instead of sleeping (module doc, step 4);
+    /// zero (the default) sleeps right after every packet.
+    pub arrival_spin: Dur,
     /// Run the line's thread at real-time priority [`REALTIME_PRIORITY`] (SCHED_FIFO) so that
     /// other load on the machine does not delay releases.
     pub realtime: bool,
@@ -145,6 +198,12 @@ pub struct Counters {
     pub cross_sent: AtomicU64,
     pub cross_bytes: AtomicU64,
     pub cross_drops: AtomicU64,
+    /// Time the line spent polling its input after arrivals (module doc, step 4), and the
+    /// arrivals after which it slept because its [`PollBudget`] was spent.
+    pub poll_ns: AtomicU64,
+    pub poll_budget_out: AtomicU64,
+    /// Times the line found its polling held a sender back and slept for [`POLL_BACKOFF`].
+    pub poll_backoffs: AtomicU64,
 }
 
 /// A copy of [`Counters`] at one instant.
@@ -167,6 +226,9 @@ pub struct CounterSnapshot {
     pub cross_sent: u64,
     pub cross_bytes: u64,
     pub cross_drops: u64,
+    pub poll_ns: u64,
+    pub poll_budget_out: u64,
+    pub poll_backoffs: u64,
 }
 
 impl Counters {
@@ -193,6 +255,9 @@ impl Counters {
             cross_sent: self.cross_sent.load(Ordering::Relaxed),
             cross_bytes: self.cross_bytes.load(Ordering::Relaxed),
             cross_drops: self.cross_drops.load(Ordering::Relaxed),
+            poll_ns: self.poll_ns.load(Ordering::Relaxed),
+            poll_budget_out: self.poll_budget_out.load(Ordering::Relaxed),
+            poll_backoffs: self.poll_backoffs.load(Ordering::Relaxed),
         }
     }
 }
@@ -223,6 +288,9 @@ impl CounterSnapshot {
             cross_sent: self.cross_sent - earlier.cross_sent,
             cross_bytes: self.cross_bytes - earlier.cross_bytes,
             cross_drops: self.cross_drops - earlier.cross_drops,
+            poll_ns: self.poll_ns - earlier.poll_ns,
+            poll_budget_out: self.poll_budget_out - earlier.poll_budget_out,
+            poll_backoffs: self.poll_backoffs - earlier.poll_backoffs,
         }
     }
     /// Drops of the box itself (not the configured loss).
@@ -567,6 +635,134 @@ fn store_cross_counts(l: &Link, c: &Counters) {
     c.cross_drops.store(x.dropped, Ordering::Relaxed);
 }
 
+/// How much polling for arrivals a line may still do (module doc, step 4): a credit that grows
+/// at `share` of the time that passes, up to `depth`, and shrinks by the time spent polling. So a
+/// line that polls without end polls `share` of the time, and one that rested for `depth/share`
+/// may poll `depth` at once.
+#[derive(Clone, Debug)]
+pub struct PollBudget {
+    share: f64,
+    depth: f64,
+    credit: f64,
+    last: u64,
+}
+
+impl PollBudget {
+    /// A full budget at `now` (ns).
+    pub fn new(share: f64, depth: Dur, now: u64) -> PollBudget {
+        let depth = depth.0 as f64;
+        PollBudget { share, depth, credit: depth, last: now }
+    }
+
+    /// Accounts the time since the last call; `polled` says the line spent it polling. Returns
+    /// that time (ns).
+    pub fn account(&mut self, now: u64, polled: bool) -> u64 {
+        let dt = now.saturating_sub(self.last);
+        self.last = now.max(self.last);
+        self.credit = (self.credit + dt as f64 * self.share).min(self.depth);
+        if polled {
+            self.credit -= dt as f64;
+        }
+        dt
+    }
+
+    /// Whether there is credit left to poll.
+    pub fn may_poll(&self) -> bool {
+        self.credit > 0.0
+    }
+}
+
+/// Whether a line polls its input now (module doc, step 4): within `window` of the last
+/// arrival, with [`PollBudget`] credit, and not backing off.
+///
+/// Backing off: a real-time thread that polls holds its core, and a sender of normal priority
+/// that the kernel placed on that core then sends nothing until the window runs out. Its next
+/// packet arrives right after (within [`STARVED_GAP`]), and so on: a burst of 50 packets from
+/// one `send` loop came in one per window, 15 ms for what the sender does in microseconds, and
+/// the testbed's drop-tail test received 15–21 packets instead of 11–13. [`HELD_BACK_WINDOWS`]
+/// windows in a row that ran out empty, each with an arrival right after, are that sender's
+/// signature; the line then sleeps after every packet for [`POLL_BACKOFF`]. (A single one is
+/// common: `probe-bench` counted 28–46 per level, a train's last packet and the server's END
+/// after it, and backing off on it left the next train unpolled.) A train sent from the other core arrives while the line
+/// polls, and the window after its last packet is followed by the next train hundreds of
+/// milliseconds later. A stream just sparser than the window (one packet every 300–500 µs)
+/// looks the same and loses polling it did not use.
+#[derive(Clone, Debug)]
+pub struct ArrivalPoll {
+    window: u64,
+    budget: PollBudget,
+    last_arrival: Option<u64>,
+    /// When the last window ran out without an arrival.
+    ran_out: Option<u64>,
+    /// Windows in a row that ran out with an arrival right after.
+    held_back: u32,
+    quiet_until: u64,
+    polling: bool,
+}
+
+/// What [`ArrivalPoll::decide`] saw since its last call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PollStep {
+    /// Poll now.
+    pub poll: bool,
+    /// Nanoseconds spent polling since the last call.
+    pub polled_ns: u64,
+    /// The window of a recent arrival was not polled for want of budget.
+    pub budget_out: bool,
+}
+
+impl ArrivalPoll {
+    /// Polling `window` after each arrival with `budget`; nothing arrived yet.
+    pub fn new(window: Dur, budget: PollBudget) -> ArrivalPoll {
+        ArrivalPoll {
+            window: window.0,
+            budget,
+            last_arrival: None,
+            ran_out: None,
+            held_back: 0,
+            quiet_until: 0,
+            polling: false,
+        }
+    }
+
+    /// A packet was read at `t`. True when it completes a held-back sender's signature (the
+    /// back-off starts).
+    pub fn on_arrival(&mut self, t: u64) -> bool {
+        match self.ran_out.take() {
+            Some(end) if t.saturating_sub(end) < STARVED_GAP.0 => self.held_back += 1,
+            // read while polling (the window had its arrival), or long after it ran out
+            _ => self.held_back = 0,
+        }
+        let backoff = self.held_back >= HELD_BACK_WINDOWS;
+        if backoff {
+            self.quiet_until = t + POLL_BACKOFF.0;
+            self.held_back = 0;
+        }
+        self.last_arrival = Some(t);
+        backoff
+    }
+
+    /// At `now`, with the next release `release_soon` (within the release spin, which spins
+    /// anyway): poll or sleep?
+    pub fn decide(&mut self, now: u64, release_soon: bool) -> PollStep {
+        let polled_ns = self.budget.account(now, self.polling);
+        let polled_ns = if self.polling { polled_ns } else { 0 };
+        let recent = self.last_arrival.is_some_and(|t| now.saturating_sub(t) < self.window);
+        if self.polling && !recent {
+            self.ran_out = Some(now);
+        }
+        let wanted = recent && !release_soon && now >= self.quiet_until;
+        let poll = wanted && self.budget.may_poll();
+        let budget_out = wanted && !poll;
+        if budget_out {
+            // counted once per arrival
+            self.last_arrival = None;
+        }
+        self.polling = poll;
+        PollStep { poll, polled_ns, budget_out }
+    }
+}
+
 fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, ctl: &CrossControl, stop: &AtomicBool) {
     sys::precise_timers();
     if cfg.realtime {
@@ -582,6 +778,7 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, ct
     let mut seq = 0u64;
     let mut link = cfg.rate.map(|r| Link::new(r, cfg.buffer.unwrap_or(Buffer::Packets(1000))));
     let mut cross_version = 0;
+    let mut arrivals = ArrivalPoll::new(cfg.arrival_spin, PollBudget::new(POLL_SHARE, POLL_CREDIT, sys::now_ns()));
     while !stop.load(Ordering::Relaxed) {
         // 0. a new in-link cross-traffic source; each one draws its own stream, unless seeded
         let version = ctl.version.load(Ordering::Acquire);
@@ -604,6 +801,9 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, ct
                 _ => break,
             };
             let t_arr = sys::now_ns();
+            if arrivals.on_arrival(t_arr) {
+                c.poll_backoffs.fetch_add(1, Ordering::Relaxed);
+            }
             c.packets_in.fetch_add(1, Ordering::Relaxed);
             c.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
             if cfg.loss > 0.0 && rng.bernoulli(cfg.loss) {
@@ -673,9 +873,14 @@ fn run_line(input: &OwnedFd, output: &OwnedFd, cfg: LineConfig, c: &Counters, ct
             }
             now = sys::now_ns();
         }
-        // 3. wait for the next arrival or release
+        // 3. wait for the next arrival or release: poll the input for `arrival_spin` after an
+        // arrival (the next one is stamped as it comes), else sleep until `spin` before the
+        // next release
         let wait = heap.peek().map_or(IDLE_NS, |h| h.release.saturating_sub(now)).min(IDLE_NS);
-        if wait > spin {
+        let step = arrivals.decide(now, wait <= spin);
+        c.poll_ns.fetch_add(step.polled_ns, Ordering::Relaxed);
+        c.poll_budget_out.fetch_add(step.budget_out as u64, Ordering::Relaxed);
+        if wait > spin && !step.poll {
             let _ = sys::wait_readable(inp, wait - spin);
         } else {
             std::hint::spin_loop();
@@ -829,6 +1034,86 @@ mod tests {
         assert!(before.sent > 800);
         assert_eq!(l.cross_counts(), before, "no virtual packet after the source stopped");
         assert_eq!(l.admit(3_000_000_000, 1000), Some(3_000_000_000 + 800_000), "an idle link again");
+    }
+
+    #[test]
+    fn polling_without_end_gets_its_share_and_a_rest_refills_the_credit() {
+        const MS: u64 = 1_000_000;
+        let mut b = PollBudget::new(0.25, Dur::from_millis(200), 0);
+        // Poll in 100 µs steps until the credit is out: 200 ms saved plus a quarter of the
+        // time spent, 200/(1 − 0.25) = 266.7 ms.
+        let mut t = 0;
+        while b.may_poll() {
+            t += 100_000;
+            b.account(t, true);
+        }
+        assert!((266 * MS..=267 * MS).contains(&t), "polled {t} ns on a full credit");
+        // Then it polls a quarter of the time: over 1 s, 250 ms.
+        let (mut polled, end) = (0, t + 1_000 * MS);
+        while t < end {
+            let p = b.may_poll();
+            t += 100_000;
+            b.account(t, p);
+            polled += p as u64 * 100_000;
+        }
+        assert!((249 * MS..=251 * MS).contains(&polled), "polled {polled} ns of 1 s");
+        // 800 ms of rest (a quarter of it, 200 ms, is the depth) and the credit is full again.
+        b.account(t + 800 * MS, false);
+        let start = t + 800 * MS;
+        t = start;
+        while b.may_poll() {
+            t += 100_000;
+            b.account(t, true);
+        }
+        assert!((266 * MS..=267 * MS).contains(&(t - start)), "polled {} ns after the rest", t - start);
+    }
+
+    /// Runs `arrivals` (ns) through an [`ArrivalPoll`] with a 300 µs window and a full budget,
+    /// deciding every microsecond up to `end`: the times it polled (µs) and its back-offs.
+    fn poll_over(arrivals: &[u64], end: u64) -> (Vec<u64>, u32) {
+        let mut p = ArrivalPoll::new(Dur::from_micros(300), PollBudget::new(1.0, Dur::from_secs(10), 0));
+        let (mut polled, mut backoffs, mut next) = (Vec::new(), 0, 0);
+        for us in 0..end / 1_000 {
+            let t = us * 1_000;
+            while next < arrivals.len() && arrivals[next] <= t {
+                backoffs += p.on_arrival(t) as u32;
+                next += 1;
+            }
+            if p.decide(t, false).poll {
+                polled.push(us);
+            }
+        }
+        (polled, backoffs)
+    }
+
+    #[test]
+    fn a_train_is_polled_through_and_a_held_back_sender_makes_the_line_back_off() {
+        const US: u64 = 1_000;
+        // A train every 24 µs for 1 ms, the next 300 ms later: polled from its first packet to
+        // 300 µs after its last, and again for the next; no back-off.
+        let mut train: Vec<u64> = (0..42).map(|k| k * 24 * US).collect();
+        train.extend((0..42).map(|k| 300_000 * US + k * 24 * US));
+        let (polled, backoffs) = poll_over(&train, 302_000 * US);
+        assert_eq!(backoffs, 0);
+        let last = 41 * 24;
+        assert!(polled.contains(&0) && polled.contains(&(last + 299)) && !polled.contains(&(last + 300)));
+        assert_eq!(polled.iter().filter(|&&u| u < 300_000).count() as u64, last + 300);
+        assert!(polled.contains(&300_000));
+        // A sender held back on the box's core: each packet 10 µs after the last window ran out.
+        // The fourth packet completes the signature (three windows in a row); from then on the
+        // line sleeps (20 ms), so the rest of the burst comes at the sender's pace.
+        let held: Vec<u64> = (0..8).map(|k| k * 310 * US).collect();
+        let (polled, backoffs) = poll_over(&held, 5_000 * US);
+        assert_eq!(backoffs, 1);
+        assert_eq!(polled.len(), 900, "three windows polled: {} µs", polled.len());
+        // One such window (a train's last packet, then the server's END) is no signature.
+        let end_after_train: Vec<u64> = vec![0, 24 * US, 48 * US, 358 * US, 10_000 * US];
+        let (polled, backoffs) = poll_over(&end_after_train, 11_000 * US);
+        assert_eq!(backoffs, 0);
+        assert!(polled.contains(&10_000), "the next train is polled");
+        // A stream of one packet every 600 µs is polled after each packet: no back-off.
+        let sparse: Vec<u64> = (0..5).map(|k| k * 600 * US).collect();
+        assert_eq!(poll_over(&sparse, 3_000 * US), ((0..5).flat_map(|k| k * 600..k * 600 + 300).collect(), 0));
     }
 
     #[test]

@@ -73,6 +73,24 @@ impl Spacing {
     }
 }
 
+/// A two-host testbed whose bottleneck is an exact link of `rate` (1 ms each way, a
+/// 100 000-packet buffer so nothing drops; the box polling after arrivals for `arrival_spin`),
+/// and a socket in `r1` on [`PORT`] with kernel receive timestamps and a `buffer`-byte
+/// receive buffer.
+fn link_with_receiver(rate: Rate, arrival_spin: Dur, buffer: i32) -> Result<(Testbed, UdpSocket)> {
+    let mut b = Bottleneck::new(Some(rate), Dur::from_millis(1));
+    b.buffer = Buffer::Packets(100_000);
+    b.arrival_spin = arrival_spin;
+    let tb = Testbed::up(&Topology::dumbbell(1, b))?;
+    let rx = tb.run_in("r1", move || {
+        let s = UdpSocket::bind(("0.0.0.0", PORT))?;
+        headroom_net::timing::enable_rx_timestamps(&s)?;
+        crate::sys::set_socket_buffers(s.as_raw_fd(), buffer);
+        Ok(s)
+    })?;
+    Ok((tb, rx))
+}
+
 /// The gap statistics of arrival times `t_ns` (in arrival order) against `ideal`.
 pub fn gap_errors(t_ns: &[u64], ideal: Dur) -> (Dur, Dur, Dur) {
     let errs: Sorted = t_ns.windows(2).map(|w| (w[1] as f64 - w[0] as f64 - ideal.0 as f64).abs()).collect();
@@ -86,15 +104,7 @@ pub fn link_spacing(rate: Rate, size: usize, packets: u32) -> Result<Spacing> {
         return Err(anyhow!("size {size}: use {}..=1500 IP bytes (one unfragmented packet)", HEADERS + 4));
     }
     let _stamps = headroom_net::timing::ArrivalTimestamps::on(Duration::from_secs(5))?;
-    let mut b = Bottleneck::new(Some(rate), Dur::from_millis(1));
-    b.buffer = Buffer::Packets(100_000);
-    let tb = Testbed::up(&Topology::dumbbell(1, b))?;
-    let rx = tb.run_in("r1", || {
-        let s = UdpSocket::bind(("0.0.0.0", PORT))?;
-        headroom_net::timing::enable_rx_timestamps(&s)?;
-        crate::sys::set_socket_buffers(s.as_raw_fd(), 64 << 20);
-        Ok(s)
-    })?;
+    let (tb, rx) = link_with_receiver(rate, Dur::ZERO, 64 << 20)?;
     let receiver = std::thread::spawn(move || -> Result<Vec<u64>> {
         let mut buf = vec![0u8; 2048];
         let mut times = Vec::with_capacity(packets as usize);
@@ -149,6 +159,121 @@ pub fn link_spacing(rate: Rate, size: usize, packets: u32) -> Result<Spacing> {
         box_late_mean: c.mean_lateness(),
         box_late_p99: c.lateness_quantile_bound(0.99),
         link_idle: c.idle_starts,
+    })
+}
+
+/// What a paced stream through one link measured ([`arrival_delays`]).
+#[derive(Clone, Debug)]
+pub struct ArrivalDelays {
+    pub rate: Rate,
+    pub size: usize,
+    /// The spacing of the stream: twice `size·8 / rate`, so the link never queues.
+    pub spacing: Dur,
+    /// The box's arrival polling the link ran with (zero: none).
+    pub arrival_spin: Dur,
+    pub sent: u32,
+    pub received: usize,
+    /// Median, 90th and 99th percentile of |delay − median delay| over every packet but each
+    /// train's first (delay = kernel receive time − the sender's clock just before `send`).
+    pub median_dev: Dur,
+    pub p90_dev: Dur,
+    pub p99_dev: Dur,
+    /// Median over the trains of the first packet's delay above the others' median: the box's
+    /// wake-up for a packet after a pause (negative if below).
+    pub first_excess_ns: i64,
+    /// The box's release lateness, mean.
+    pub box_late_mean: Dur,
+}
+
+/// Trains of `per_train` packets of `size` IP bytes, paced at half the link's rate (every packet
+/// finds the link idle), 20 ms apart, through an exact link of `rate` (1 ms each way) whose box
+/// polls its input for `arrival_spin` after each arrival: how constant is the delay?
+///
+/// On an exact link every packet of such a stream has the same delay (propagation plus its own
+/// serialisation). What varies is the emulation's error: the sender's stamp-to-wire time, the
+/// box's arrival stamp (one wake-up late when the box slept, `crate::delaybox` step 4), its
+/// release lateness and the receiving path. A packet stamped late by more than the spacing
+/// minus its serialisation also queues the next one behind it.
+pub fn arrival_delays(
+    rate: Rate,
+    size: usize,
+    trains: u32,
+    per_train: u32,
+    arrival_spin: Dur,
+) -> Result<ArrivalDelays> {
+    const STAMP: usize = 12;
+    if !(HEADERS + STAMP..=1500).contains(&size) {
+        return Err(anyhow!("size {size}: use {}..=1500 IP bytes (one unfragmented packet)", HEADERS + STAMP));
+    }
+    if trains == 0 || per_train < 2 {
+        return Err(anyhow!("at least one train of two packets"));
+    }
+    let _stamps = headroom_net::timing::ArrivalTimestamps::on(Duration::from_secs(5))?;
+    let (tb, rx) = link_with_receiver(rate, arrival_spin, 16 << 20)?;
+    let sent = trains * per_train;
+    let receiver = std::thread::spawn(move || -> Result<Vec<(u32, i64)>> {
+        let mut buf = vec![0u8; 2048];
+        let mut delays = Vec::with_capacity(sent as usize);
+        rx.set_read_timeout(Some(Duration::from_secs(5)))?;
+        while delays.len() < sent as usize {
+            match headroom_net::timing::recv_timestamped(&rx, &mut buf) {
+                Ok((n, t, _)) if n >= STAMP => {
+                    let seq = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes"));
+                    let at = u64::from_be_bytes(buf[4..STAMP].try_into().expect("8 bytes"));
+                    delays.push((seq, t.0 as i64 - at as i64));
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+            rx.set_read_timeout(Some(Duration::from_millis(300)))?;
+        }
+        Ok(delays)
+    });
+    let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1")?.addr, PORT));
+    let spacing = Dur(2 * Bytes(size as u64).time_at(rate).0);
+    let before = tb.delaybox_counters().0;
+    tb.run_in("s1", move || {
+        let s = UdpSocket::bind("0.0.0.0:0")?;
+        crate::sys::set_socket_buffers(s.as_raw_fd(), 16 << 20);
+        // Above the box, as the flood's sender: the stream's spacing is the sender's to keep.
+        crate::sys::set_realtime(FLOOD_PRIORITY);
+        let mut payload = vec![0u8; size - HEADERS];
+        for t in 0..trains {
+            std::thread::sleep(Duration::from_millis(20));
+            let start = std::time::Instant::now();
+            for k in 0..per_train {
+                let due = start + Duration::from_nanos(spacing.0 * k as u64);
+                while std::time::Instant::now() < due {
+                    std::hint::spin_loop();
+                }
+                payload[..4].copy_from_slice(&(t * per_train + k).to_be_bytes());
+                payload[4..STAMP].copy_from_slice(&headroom_net::timing::realtime_now().0.to_be_bytes());
+                s.send_to(&payload, dst)?;
+            }
+        }
+        Ok(())
+    })?;
+    let delays = receiver.join().map_err(|_| anyhow!("receiver panicked"))??;
+    let c = tb.delaybox_counters().0.since(&before);
+    tb.down()?;
+    let is_first = |seq: u32| seq.is_multiple_of(per_train);
+    let rest: Sorted = delays.iter().filter(|(q, _)| !is_first(*q)).map(|(_, d)| *d as f64).collect();
+    let centre = rest.quantile(0.5).ok_or_else(|| anyhow!("no packet but the trains' first arrived"))?;
+    let devs: Sorted = delays.iter().filter(|(q, _)| !is_first(*q)).map(|(_, d)| (*d as f64 - centre).abs()).collect();
+    let firsts: Sorted = delays.iter().filter(|(q, _)| is_first(*q)).map(|(_, d)| *d as f64 - centre).collect();
+    let at = |q| Dur(devs.quantile(q).unwrap_or(0.0).round() as u64);
+    Ok(ArrivalDelays {
+        rate,
+        size,
+        spacing,
+        arrival_spin,
+        sent,
+        received: delays.len(),
+        median_dev: at(0.5),
+        p90_dev: at(0.9),
+        p99_dev: at(0.99),
+        first_excess_ns: firsts.quantile(0.5).unwrap_or(0.0).round() as i64,
+        box_late_mean: c.mean_lateness(),
     })
 }
 

@@ -189,6 +189,13 @@ pub struct Bottleneck {
     /// Poisson cross traffic inside the reverse link; needs `reverse_rate`.
     #[serde(default)]
     pub reverse_cross: Option<InLinkCross>,
+    /// How long the delay box's forward line polls its input after each arrival instead of
+    /// sleeping, so that the next packet is stamped when it arrives (`crate::delaybox`, step 4;
+    /// `arrival_spin = "300us"`, [`crate::delaybox::DEFAULT_ARRIVAL_SPIN`], as `headroom
+    /// probe-bench` sets it). Default zero: the box sleeps after every packet, as TCP experiments
+    /// want. The reverse line, and every line of a chain, always sleeps.
+    #[serde(default)]
+    pub arrival_spin: Dur,
 }
 
 impl Default for Bottleneck {
@@ -205,6 +212,7 @@ impl Default for Bottleneck {
             seed: 0,
             cross: None,
             reverse_cross: None,
+            arrival_spin: Dur::ZERO,
         }
     }
 }
@@ -582,6 +590,10 @@ rate = "10Mbps"
         assert_eq!(s.hosts[1].delay, Dur::from_millis(5));
         assert_eq!(s.flows[0].pattern, Some(PatternKind::Poisson));
         assert_eq!(s.flow_name(0), "flow1");
+        assert_eq!(s.bottleneck.arrival_spin, Dur::ZERO, "the box sleeps after every packet by default");
+        let polls =
+            Scenario::parse(&GOOD.replace("loss = 0.01", "loss = 0.01\narrival_spin = \"300us\""), "x").unwrap();
+        assert_eq!(polls.bottleneck.arrival_spin, Dur::from_micros(300));
     }
 
     #[test]

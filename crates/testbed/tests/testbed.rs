@@ -513,12 +513,75 @@ fn exact_link_spaces_a_flood_at_size_over_rate() {
 }
 
 #[test]
+fn a_polling_box_stamps_a_paced_trains_arrivals_as_they_come() {
+    let Some(_g) = serial() else { return };
+    // Trains of 1,500-byte packets at half of a 200 Mbit/s link (120 µs apart, inside the box's
+    // 300 µs poll window): every packet finds the link idle, so on an exact link each has the
+    // same delay. A box asleep between packets stamps each arrival one wake-up late: median
+    // |delay − median| 8.5 and 11.5 µs at 200 Mbit/s in two runs on the development VM, polling
+    // 0.4 and 1.5 µs (`headroom testbed bench-link --paced`, issue 19 session 17). The best median
+    // of up to three runs is judged, as a shared machine's stalls can spoil one.
+    let mut best = None;
+    for _ in 0..3 {
+        let a = headroom_testbed::linkcheck::arrival_delays(
+            Rate::from_mbps(200),
+            1500,
+            10,
+            30,
+            headroom_testbed::delaybox::DEFAULT_ARRIVAL_SPIN,
+        )
+        .unwrap();
+        println!(
+            "200 Mbit/s exact link, 10 trains of 30 x 1500 B every {} ns: received {}/{}, |delay - median| median {} ns, p90 {} ns, p99 {} ns; first packet {} ns above; box release late mean {} ns",
+            a.spacing.0,
+            a.received,
+            a.sent,
+            a.median_dev.0,
+            a.p90_dev.0,
+            a.p99_dev.0,
+            a.first_excess_ns,
+            a.box_late_mean.0
+        );
+        assert_eq!(a.spacing, Dur::from_micros(120));
+        assert_eq!(a.received, 300, "packets lost on a loss-free link with a large buffer");
+        let done = a.median_dev < Dur::from_micros(4);
+        if best.as_ref().is_none_or(|b: &headroom_testbed::linkcheck::ArrivalDelays| a.median_dev < b.median_dev) {
+            best = Some(a);
+        }
+        if done {
+            break;
+        }
+    }
+    let best = best.unwrap();
+    assert!(
+        best.median_dev < Dur::from_micros(4),
+        "median |delay - median| {:?} in the best of three runs",
+        best.median_dev
+    );
+}
+
+#[test]
 fn exact_link_drops_tail_at_its_packet_buffer() {
     let Some(_g) = serial() else { return };
-    // 50 back-to-back packets into a 10-packet buffer at 1 Mbit/s: one in service, ten wait,
-    // the rest of the burst (arriving within microseconds) drops at the link's queue
+    drop_tail_burst(Dur::ZERO);
+}
+
+#[test]
+fn a_polling_box_does_not_hold_back_a_sender_on_its_core() {
+    let Some(_g) = serial() else { return };
+    // The burst's sender runs at normal priority: on the box's core a polling box held it back
+    // to one packet per window, and 15–21 packets got through (issue 19 session 17); the box
+    // backs off after three such windows (`delaybox::ArrivalPoll`).
+    drop_tail_burst(headroom_testbed::delaybox::DEFAULT_ARRIVAL_SPIN);
+}
+
+/// 50 back-to-back packets into a 10-packet buffer at 1 Mbit/s, the box polling for
+/// `arrival_spin` after arrivals: one in service, ten wait, the rest of the burst (arriving
+/// within microseconds) drops at the link's queue.
+fn drop_tail_burst(arrival_spin: Dur) {
     let mut b = Bottleneck::new(Some(Rate::from_mbps(1)), Dur::from_millis(1));
     b.buffer = Buffer::Packets(10);
+    b.arrival_spin = arrival_spin;
     let tb = Testbed::up(&Topology::dumbbell(1, b)).unwrap();
     let dst = SocketAddr::V4(SocketAddrV4::new(tb.host("r1").unwrap().addr, 6000));
     let rx = tb.run_in("r1", || Ok(UdpSocket::bind("0.0.0.0:6000")?)).unwrap();

@@ -431,6 +431,7 @@ fn pathquick_fig8(dir: &Path) -> Result<String> {
         shaper_grid: None,
         pacing_grid: None,
         buffer: "100pkts".into(),
+        box_arrival_spin: None,
         client: ClientChoice::default(),
         pause: Dur::from_millis(100),
         no_realtime: false,
