@@ -308,6 +308,7 @@ fn ladder_runs(default: usize) -> usize {
 /// --nocapture` (`LADDER_RUNS`). Signed errors (% of C) of the client's fit, of the fit refined
 /// with the true capacity ([`super::dispersion::refine`]), and refined with the capacity of the
 /// train's own dispersion ([`super::dispersion::capacity`]; the fit where it finds none).
+/// `LADDER_C=500` runs the 500 Mbit/s path (5 ms each way, 5,000 packets) instead.
 #[test]
 #[ignore]
 fn fine_alone() {
@@ -315,7 +316,12 @@ fn fine_alone() {
     use crate::units::Rate;
     let runs = ladder_runs(100);
     let cfg = client_estimator();
-    for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000)] {
+    // LADDER_C as in `ladder_harness`: one path only; 500 Mbit/s runs only when asked for.
+    let only: Option<f64> = std::env::var("LADDER_C").ok().and_then(|s| s.parse().ok());
+    for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000), (500e6, 0.005, 5000)] {
+        if only.map_or(c > 100e6, |o| o * 1e6 != c) {
+            continue;
+        }
         for load in [0.0, 0.3, 0.6, 0.9] {
             for factor in [1.0, 1.4, 0.7] {
                 let a = c * (1.0 - load);
