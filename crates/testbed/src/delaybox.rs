@@ -681,12 +681,12 @@ impl PollBudget {
 /// one `send` loop came in one per window, 15 ms for what the sender does in microseconds, and
 /// the testbed's drop-tail test received 15–21 packets instead of 11–13. [`HELD_BACK_WINDOWS`]
 /// windows in a row that ran out empty, each with an arrival right after, are that sender's
-/// signature; the line then sleeps after every packet for [`POLL_BACKOFF`]. (A single one is
-/// common: `probe-bench` counted 28–46 per level, a train's last packet and the server's END
-/// after it, and backing off on it left the next train unpolled.) A train sent from the other core arrives while the line
-/// polls, and the window after its last packet is followed by the next train hundreds of
-/// milliseconds later. A stream just sparser than the window (one packet every 300–500 µs)
-/// looks the same and loses polling it did not use.
+/// signature; the line then sleeps after every packet for [`POLL_BACKOFF`]. A single one is
+/// common: `probe-bench` counted 28–46 per level (a train's last packet, then the server's END
+/// after it), and backing off on it left the next train unpolled. A train sent from the other
+/// core arrives while the line polls, and the window after its last packet is followed by the
+/// next train milliseconds later. A stream just sparser than the window (one packet every
+/// 300–500 µs) looks the same and loses polling it did not use.
 #[derive(Clone, Debug)]
 pub struct ArrivalPoll {
     window: u64,
