@@ -16,6 +16,11 @@
 //! an input slower than the link, which leaves it idle between bursts ([`Spacing::link_idle`]:
 //! the packets that found the link idle, 1 or 2 when the flood kept it busy). The flood's sender runs
 //! at real-time priority above the box's (`FLOOD_PRIORITY`) for the same reason.
+//!
+//! A flood never lets the box sleep, so it cannot show how exactly the box stamps arrivals
+//! that come while it sleeps. `bench-link --paced` ([`arrival_delays`], issue 19 session 17)
+//! sends trains at half the rate, which never queue, and measures how constant their delay is,
+//! with the box polling its input after arrivals and sleeping after every packet.
 
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
