@@ -745,8 +745,8 @@ impl ArrivalPoll {
     /// At `now`, with the next release `release_soon` (within the release spin, which spins
     /// anyway): poll or sleep?
     pub fn decide(&mut self, now: u64, release_soon: bool) -> PollStep {
-        let polled_ns = self.budget.account(now, self.polling);
-        let polled_ns = if self.polling { polled_ns } else { 0 };
+        let elapsed = self.budget.account(now, self.polling);
+        let polled_ns = if self.polling { elapsed } else { 0 };
         let recent = self.last_arrival.is_some_and(|t| now.saturating_sub(t) < self.window);
         if self.polling && !recent {
             self.ran_out = Some(now);

@@ -243,14 +243,12 @@ pub fn arrival_delays(
         // Above the box, as the flood's sender: the stream's spacing is the sender's to keep.
         crate::sys::set_realtime(FLOOD_PRIORITY);
         let mut payload = vec![0u8; size - HEADERS];
+        let mut pacer = headroom_net::timing::Pacer::default();
         for t in 0..trains {
             std::thread::sleep(Duration::from_millis(20));
             let start = std::time::Instant::now();
             for k in 0..per_train {
-                let due = start + Duration::from_nanos(spacing.0 * k as u64);
-                while std::time::Instant::now() < due {
-                    std::hint::spin_loop();
-                }
+                pacer.wait_until(start + Duration::from_nanos(spacing.0 * k as u64));
                 payload[..4].copy_from_slice(&(t * per_train + k).to_be_bytes());
                 payload[4..STAMP].copy_from_slice(&headroom_net::timing::realtime_now().0.to_be_bytes());
                 s.send_to(&payload, dst)?;
