@@ -27,6 +27,8 @@ pub struct Path {
     pub x: f64,
     pub buffer: usize,
     pub delay: f64,
+    /// The receiver's timestamp error, uniform over ± this (s; 10 µs unless set).
+    pub stamp_noise: f64,
     rng: Rng,
     next_cross: f64,
     /// Departure times of the packets in the system.
@@ -38,7 +40,13 @@ impl Path {
     pub fn new(c: f64, x: f64, buffer: usize, delay: f64, seed: u64) -> Path {
         let mut rng = Rng::new(seed);
         let next_cross = if x > 0.0 { rng.exponential(8000.0 / x) } else { f64::INFINITY };
-        Path { c, x, buffer, delay, rng, next_cross, queue: VecDeque::new(), last_departure: 0.0 }
+        let stamp_noise = 10e-6;
+        Path { c, x, buffer, delay, stamp_noise, rng, next_cross, queue: VecDeque::new(), last_departure: 0.0 }
+    }
+
+    /// The same path with the receiver's timestamps off by at most ± `stamp_noise` seconds.
+    pub fn with_stamp_noise(self, stamp_noise: f64) -> Path {
+        Path { stamp_noise, ..self }
     }
 
     fn offer(&mut self, t: f64, bits: f64) -> Option<f64> {
@@ -64,7 +72,7 @@ impl Path {
     }
 
     pub fn noise(&mut self) -> f64 {
-        self.rng.uniform_range(-10e-6, 10e-6)
+        self.rng.uniform_range(-self.stamp_noise, self.stamp_noise)
     }
 }
 
@@ -227,6 +235,7 @@ fn ladder_harness() {
     // LADDER_SEED: added to every path's seed (default 0), for another draw of the cross traffic.
     let seed: u64 = std::env::var("LADDER_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     println!("seed offset {seed} (LADDER_SEED)");
+    println!("timestamp noise ±{:.1} µs (LADDER_NOISE_US)", stamp_noise() * 1e6);
     // The 500 Mbit/s path (the issue's top rate, the testbed's 5,000-packet buffer) runs only
     // when asked for (`LADDER_C=500`).
     for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000), (500e6, 0.005, 5000)] {
@@ -237,7 +246,8 @@ fn ladder_harness() {
         let buffer = packets.unwrap_or(buffer);
         for load in [0.0, 0.3, 0.6, 0.9] {
             let a = c * (1.0 - load);
-            let mut path = Path::new(c, c * load, buffer, delay, 7 + seed + (load * 10.0) as u64);
+            let mut path =
+                Path::new(c, c * load, buffer, delay, 7 + seed + (load * 10.0) as u64).with_stamp_noise(stamp_noise());
             let mut t = 2.0;
             let (mut errs, mut times, mut over, mut ntrains) = (Vec::new(), Vec::new(), 0, 0);
             for k in 0..runs {
@@ -298,6 +308,12 @@ fn ladder_harness() {
     }
 }
 
+/// The receiver's timestamp error (s): `LADDER_NOISE_US` µs when set (the delay box polling its
+/// input stamps within a few µs; docs/results.md, issue 19 session 17), else 10 µs.
+fn stamp_noise() -> f64 {
+    std::env::var("LADDER_NOISE_US").ok().and_then(|s| s.parse::<f64>().ok()).map_or(10e-6, |us| us * 1e-6)
+}
+
 /// Estimates per row: `LADDER_RUNS` when set to a number, else `default`.
 fn ladder_runs(default: usize) -> usize {
     std::env::var("LADDER_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
@@ -325,8 +341,11 @@ fn fine_alone() {
         for load in [0.0, 0.3, 0.6, 0.9] {
             for factor in [1.0, 1.4, 0.7] {
                 let a = c * (1.0 - load);
-                let mut path = Path::new(c, c * load, buffer, delay, 7 + (load * 10.0) as u64);
-                let plan = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500));
+                let mut path =
+                    Path::new(c, c * load, buffer, delay, 7 + (load * 10.0) as u64).with_stamp_noise(stamp_noise());
+                // LADDER_KNOWN_C: the train designed with the true capacity known (`fine_window`).
+                let known = std::env::var("LADDER_KNOWN_C").is_ok().then_some(Rate(c as u64));
+                let plan = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500)).with_capacity(known);
                 let d = plan.fine(Rate((a * factor) as u64), Rate::ZERO).expect("a fine train");
                 let mut t = 2.0;
                 let mut errs: [Vec<f64>; 3] = Default::default();
