@@ -488,3 +488,50 @@ fn ranging_alone() {
         }
     }
 }
+
+/// The capacity vote on the first coarse train (23–500 Mbit/s, 1.6 ms) at 10, 100, 300 and
+/// 500 Mbit/s, 30/60/90 % Poisson load (1,000-byte packets), with the receiver's stamps off by
+/// ±1, ±2, ±5 and ±10 µs (issue 19, session 18): `cargo test --release -p headroom-core --lib
+/// abw::ladder_harness::capacity_scan -- --ignored --nocapture` (`LADDER_RUNS`, default 40
+/// trains per row). Per row: the trains whose capacity came out within 5 % of `C`, and more
+/// than 5 % off, from [`super::dispersion::capacity`] and from the vote at 20 µs alone
+/// ([`super::dispersion::capacity_at`]).
+#[test]
+#[ignore]
+fn capacity_scan() {
+    use super::dispersion::{capacity, capacity_at};
+    use crate::units::Rate;
+    let runs = ladder_runs(40);
+    let first = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500)).coarse(DEFAULT_TOP).expect("the first train");
+    let noise = super::autorange::DISPERSION_NOISE;
+    println!("C (Mbit/s) | load | stamps | capacity: within 5 % / off | 20 µs alone: within / off (of {runs})");
+    for c in [10e6, 100e6, 300e6, 500e6] {
+        for load in [0.3, 0.6, 0.9] {
+            for stamp in [1e-6, 2e-6, 5e-6, 10e-6] {
+                let mut path = Path::new(c, c * load, 5000, 0.005, 11).with_stamp_noise(stamp);
+                let mut t = 1.0;
+                let mut counts = [0usize; 4];
+                for _ in 0..runs {
+                    let v = run_train(&mut path, &first, t, false, client_estimator());
+                    t = v.judgement.decided_at.0 as f64 / 1e9 + 0.05;
+                    for (k, cap) in
+                        [capacity(&v.records, noise), capacity_at(&v.records, noise)].into_iter().enumerate()
+                    {
+                        let near = cap.map(|r: Rate| (r.bps() as f64 / c - 1.0).abs() < 0.05);
+                        counts[2 * k] += (near == Some(true)) as usize;
+                        counts[2 * k + 1] += (near == Some(false)) as usize;
+                    }
+                }
+                println!(
+                    "{:>4} | {load:.1} | ±{:>2} µs | {:>2} / {:>2} | {:>2} / {:>2}",
+                    c / 1e6,
+                    stamp * 1e6,
+                    counts[0],
+                    counts[1],
+                    counts[2],
+                    counts[3]
+                );
+            }
+        }
+    }
+}
