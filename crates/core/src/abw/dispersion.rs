@@ -180,15 +180,15 @@ pub fn capacity_at(records: &[ProbeRecord], noise: Dur) -> Option<Rate> {
 ///
 /// A narrow tolerance needs stamps as exact, and the train cannot tell how exact its stamps
 /// are. So a narrow vote counts only where it agrees with the vote at twice its tolerance: on
-/// noisy stamps the two elect different coincidences, mostly. In the packet-level harness's
-/// path (the first coarse train, 40 per row, Poisson cross traffic of 1,000-byte packets at
-/// 30, 60 and 90 % load; docs/results.md, issue 19 session 18) the capacity within 5 %:
+/// noisy stamps the two elect different coincidences, mostly. The packet-level harness's path
+/// (`super::ladder_harness::capacity_scan`: the first coarse train, 40 per row, Poisson cross
+/// traffic of 1,000-byte packets at 30, 60 and 90 % load; docs/results.md, issue 19 session
+/// 18), trains whose capacity came out within 5 % of `C`, this vote against the one at 20 µs:
 /// - stamps off by ±1 µs (the testbed's delay box polling its input): at 500 Mbit/s 30, 36 and
-///   34 of 40 (at 20 µs alone none), at 300 Mbit/s 40, 40, 40 (1, 0, 0), none wrong from the
-///   agreement;
-/// - ±10 µs (the harness's default): at 100 Mbit/s 39, 39, 38 (40, 40, 40 at 20 µs alone);
-///   at 300 and 500 Mbit/s the agreement read 2–9 of 40 more than 5 % off, where the 20 µs vote
-///   read every one off by a third.
+///   34 of 40 against none; at 300 Mbit/s 39, 39 and 40 against 1, 0 and 0;
+/// - ±2 µs: at 500 Mbit/s 15–17 of 40, at 300 Mbit/s 38–40;
+/// - ±10 µs (the harness's default): at 10 and 100 Mbit/s 40 of 40 in every row, as at 20 µs;
+///   at 300 and 500 Mbit/s 0–3 of 40, the vote at 20 µs none.
 ///
 /// The tolerances, their pairing and the agreement are ours.
 pub const NARROW_PAIRS: [(Dur, Dur); 2] = [(Dur(1_000), Dur(2_000)), (Dur(2_000), Dur(4_000))];
