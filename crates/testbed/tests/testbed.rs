@@ -601,13 +601,19 @@ fn drop_tail_burst(arrival_spin: Dur) {
     }
     let q = tb.queue_stats().unwrap();
     let (fwd, _) = tb.delaybox_counters();
-    println!("received {got} of 50; link queue drops {}, queue_stats drops {}", fwd.queue_drops, q.drops);
+    println!(
+        "received {got} of 50; the box saw {} packets; link queue drops {}, queue_stats drops {}",
+        fwd.packets_in, fwd.queue_drops, q.drops
+    );
     // the box may also carry a stray packet of the kernel's own (IPv6 neighbour discovery)
     assert!(fwd.packets_in >= 50, "the box did not see every packet");
-    assert!(got as u64 + fwd.queue_drops >= 50, "{got} received + {} dropped", fwd.queue_drops);
+    assert!(got + fwd.queue_drops >= 50, "{got} received + {} dropped", fwd.queue_drops);
     assert_eq!(q.drops, fwd.queue_drops, "queue_stats counts the link's drops");
-    // one in service plus ten waiting, give or take the reads' timing on a busy machine
-    assert!((11..=13).contains(&got), "received {got}");
+    // One in service plus ten waiting, give or take the reads' timing on a busy machine. A
+    // stray in the queue during the burst takes a slot of ours: the session-18 suite received
+    // 10 of 50 with 40 dropped here, the 51st packet the box carried being the eleventh.
+    let strays = fwd.packets_in - 50;
+    assert!(got <= 13 && got + strays >= 11, "received {got}, strays {strays}");
     tb.down().unwrap();
 }
 
