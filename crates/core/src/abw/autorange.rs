@@ -631,7 +631,8 @@ impl Ladder {
         }
     }
 
-    /// The capacity the coarse trains' dispersion showed, if any.
+    /// The capacity the coarse trains' dispersion showed, if any, or the fine train's where it
+    /// replaced that one (`Ladder::adopt_train_capacity`): the one the answer was read with.
     pub fn capacity(&self) -> Option<Rate> {
         self.capacity
     }
@@ -651,15 +652,18 @@ impl Ladder {
         estimate: &TrainEstimate,
         records: &[ProbeRecord],
     ) -> LadderStep {
+        self.adopt_train_capacity(records);
         self.refined = self
-            .answer_capacity(records)
+            .capacity
             .and_then(|c| super::dispersion::refine_answer(estimate, records, c, design.b_min(), DISPERSION_NOISE));
         LadderStep::Answer(this)
     }
 
-    /// The capacity the answer train `records` is re-read with: the coarse trains', unless only
-    /// the vote at the timestamp noise read that one and the answer train's own narrow votes
-    /// agree on another (issue 19, session 18).
+    /// A fine train `records` (the answer, or a train retried) replaces the coarse trains'
+    /// capacity where only the vote at the timestamp noise read that one and the train's own
+    /// narrow votes agree on another (issue 19, session 18); the answer is re-read with it, and
+    /// [`Ladder::capacity`] reports it (the socket client refines a monitored path's later trains
+    /// with that one).
     ///
     /// Why: the vote at 20 µs cannot see a capacity above about 200 Mbit/s in the first coarse
     /// train and reads about two thirds of it ([`super::dispersion::NARROW_PAIRS`]); where that
@@ -670,13 +674,13 @@ impl Ladder {
     /// levels and the 10 and 100 Mbit/s paths' dumps unchanged. In the packet-level harness
     /// (500 Mbit/s, stamps ±1 µs, 200 per row) 30 % load 3.0 / 7.9 → 2.8 / 7.5 % and 60 %
     /// 3.2 / 8.7 → 2.9 / 6.4 %.
-    fn answer_capacity(&self, records: &[ProbeRecord]) -> Option<Rate> {
-        match self.capacity_vote {
-            Some(VoteTolerance::Noise) => match super::dispersion::capacity_vote(records, DISPERSION_NOISE) {
-                Some((own, VoteTolerance::Narrow)) => Some(own),
-                _ => self.capacity,
-            },
-            _ => self.capacity,
+    fn adopt_train_capacity(&mut self, records: &[ProbeRecord]) {
+        if self.capacity_vote != Some(VoteTolerance::Noise) {
+            return;
+        }
+        if let Some((own, VoteTolerance::Narrow)) = super::dispersion::capacity_vote(records, DISPERSION_NOISE) {
+            (self.capacity, self.capacity_vote) = (Some(own), Some(VoteTolerance::Narrow));
+            self.plan.capacity = self.capacity;
         }
     }
 
@@ -708,7 +712,7 @@ impl Ladder {
         records: &[ProbeRecord],
         cut: bool,
     ) -> Option<Rate> {
-        let c = self.answer_capacity(records)?;
+        let c = self.capacity?;
         let candidate = match &estimate.outcome {
             Outcome::AboveRange { .. } => true,
             Outcome::BelowRange { .. } => estimate.lost > 0,
@@ -928,6 +932,7 @@ impl Ladder {
                 Ok(self.step(next))
             }
             Rung::Fine => {
+                self.adopt_train_capacity(records);
                 let cut = records.len() < design.n as usize;
                 // No estimate, but the train queued as its busy reading says: that reading is
                 // the answer, not a retry (`super::dispersion::confirmed_reading`).
@@ -1732,12 +1737,16 @@ mod tests {
         // the answer is re-read with the answer train's own.
         let mut l = Ladder::from_plan(planner(), 0.2);
         (l.capacity, l.capacity_vote) = (Some(Rate::from_mbps(330)), Some(VoteTolerance::Noise));
-        assert_eq!(l.answer_capacity(&v.records), Some(own));
+        l.adopt_train_capacity(&v.records);
+        assert_eq!(l.capacity(), Some(own));
+        assert_eq!(l.plan.capacity, Some(own), "a retry is designed with it too");
         // Read by agreeing narrow votes, it stands; and no capacity stays none.
-        l.capacity_vote = Some(VoteTolerance::Narrow);
-        assert_eq!(l.answer_capacity(&v.records), Some(Rate::from_mbps(330)));
+        (l.capacity, l.capacity_vote) = (Some(Rate::from_mbps(330)), Some(VoteTolerance::Narrow));
+        l.adopt_train_capacity(&v.records);
+        assert_eq!(l.capacity(), Some(Rate::from_mbps(330)));
         (l.capacity, l.capacity_vote) = (None, None);
-        assert_eq!(l.answer_capacity(&v.records), None);
+        l.adopt_train_capacity(&v.records);
+        assert_eq!(l.capacity(), None);
     }
 
     #[test]
