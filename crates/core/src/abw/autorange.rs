@@ -691,11 +691,17 @@ impl Ladder {
         if self.capacity_vote != Some(VoteTolerance::Noise) {
             return;
         }
-        if let Some((own, VoteTolerance::Narrow)) = super::dispersion::capacity_vote(records, DISPERSION_NOISE) {
-            (self.capacity, self.capacity_vote) = (Some(own), Some(VoteTolerance::Narrow));
-            self.plan.capacity = self.capacity;
+        if let Some(own @ (_, VoteTolerance::Narrow)) = super::dispersion::capacity_vote(records, DISPERSION_NOISE) {
+            self.set_capacity(Some(own));
             self.adopted = true;
         }
+    }
+
+    /// The capacity the ladder reads with, and which vote read it; the planner sizes its fine
+    /// trains with the same one.
+    fn set_capacity(&mut self, vote: Option<(Rate, VoteTolerance)>) {
+        (self.capacity, self.capacity_vote) = (vote.map(|v| v.0), vote.map(|v| v.1));
+        self.plan.capacity = self.capacity;
     }
 
     fn train(&mut self, design: QuickDesign, whole: bool, wait: Dur) -> LadderStep {
@@ -910,9 +916,7 @@ impl Ladder {
                     && (matches!(estimate.outcome, Outcome::Estimate(_) | Outcome::BelowRange { .. })
                         || self.said_nothing(estimate))
                 {
-                    let vote = super::dispersion::capacity_vote(records, DISPERSION_NOISE);
-                    (self.capacity, self.capacity_vote) = (vote.map(|v| v.0), vote.map(|v| v.1));
-                    self.plan.capacity = self.capacity;
+                    self.set_capacity(super::dispersion::capacity_vote(records, DISPERSION_NOISE));
                 }
                 // With the capacity known, a coarse train that queued is read from its busy gaps
                 // whatever the fit said ("The ranging reading" in the module doc).
@@ -1709,7 +1713,7 @@ mod tests {
         let first_then = |cross: f64| {
             let mut l = Ladder::from_plan(planner(), 0.2);
             let c = Rate::from_mbps(500);
-            (l.capacity, l.plan.capacity) = (Some(c), Some(c));
+            l.set_capacity(Some((c, VoteTolerance::Narrow)));
             let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
             let below = estimate_of(Outcome::BelowRange { at_most: c1.b_min() }, c1.n, 0);
             let mut rng = crate::rng::Rng::new(3);
@@ -1750,15 +1754,15 @@ mod tests {
         // The first coarse train's capacity, read by the vote at 20 µs alone (two thirds of C):
         // the answer is re-read with the answer train's own.
         let mut l = Ladder::from_plan(planner(), 0.2);
-        (l.capacity, l.capacity_vote) = (Some(Rate::from_mbps(330)), Some(VoteTolerance::Noise));
+        l.set_capacity(Some((Rate::from_mbps(330), VoteTolerance::Noise)));
         l.adopt_train_capacity(&v.records);
         assert_eq!(l.capacity(), Some(own));
         assert_eq!(l.plan.capacity, Some(own), "a retry is designed with it too");
         // Read by agreeing narrow votes, it stands; and no capacity stays none.
-        (l.capacity, l.capacity_vote) = (Some(Rate::from_mbps(330)), Some(VoteTolerance::Narrow));
+        l.set_capacity(Some((Rate::from_mbps(330), VoteTolerance::Narrow)));
         l.adopt_train_capacity(&v.records);
         assert_eq!(l.capacity(), Some(Rate::from_mbps(330)));
-        (l.capacity, l.capacity_vote) = (None, None);
+        l.set_capacity(None);
         l.adopt_train_capacity(&v.records);
         assert_eq!(l.capacity(), None);
     }
@@ -1775,16 +1779,16 @@ mod tests {
         let mut path = crate::abw::ladder_harness::Path::new(500e6, 450e6, 5000, 0.005, 11).with_stamp_noise(1e-6);
         let cfg = crate::abw::ladder_harness::client_estimator();
         let mut v = crate::abw::ladder_harness::run_train(&mut path, &fine, 1.0, true, cfg);
-        v.estimate.outcome = Outcome::Estimate(Rate::from_mbps(375));
+        let fit = Rate::from_mbps(375);
+        v.estimate.outcome = Outcome::Estimate(fit);
         let answer = |how: VoteTolerance| {
             let mut l = Ladder::from_plan(planner(), 0.2);
-            (l.capacity, l.capacity_vote) = (Some(Rate::from_mbps(220)), Some(how));
+            l.set_capacity(Some((Rate::from_mbps(220), how)));
             l.answer(0, &fine, &v.estimate, &v.records);
             (l.refined.clone(), l.adopted)
         };
         let (refined, adopted) = answer(VoteTolerance::Noise);
         assert!(adopted, "the premise: the fine train's narrow votes read C");
-        let fit = 375.0;
         let a = refined.and_then(|o| o.value()).expect("an answer").as_mbps();
         assert!((a - 50.0).abs() <= 15.0, "{a} Mbit/s for A = 50 (the fit: {fit})");
         // A capacity the narrow votes read from the start is not replaced, and the rule does not

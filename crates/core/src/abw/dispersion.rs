@@ -50,8 +50,9 @@
 //! stamps are exact ([`NARROW_PAIRS`]; issue 19, session 18).
 //!
 //! Choices: the vote's tolerance (the timestamp noise, the socket client's delay floor), the
-//! narrow pairs and their agreement, the minimum cluster ([`MIN_CLUSTER`] gaps and a tenth of the voters), the margin, the pass count
-//! (two) and the rule that a result outside the train's probed range keeps the fit's are ours.
+//! narrow pairs and their agreement, the minimum cluster ([`MIN_CLUSTER`] gaps and a tenth of
+//! the voters), the margin, the pass count (two) and the rule that a result outside the train's
+//! probed range keeps the fit's are ours.
 
 use super::{Outcome, ProbeRecord, TrainEstimate};
 use crate::stats::Sorted;
@@ -149,17 +150,17 @@ pub enum VoteTolerance {
 /// [`capacity`] and which vote read it.
 pub fn capacity_vote(records: &[ProbeRecord], noise: Dur) -> Option<(Rate, VoteTolerance)> {
     let at = |w: Dur| capacity_at(records, w);
+    // |a/b − 1|
+    let off = |a: Rate, b: Rate| (a.bps() as f64 / b.bps() as f64 - 1.0).abs();
     let agreed = NARROW_PAIRS.iter().filter(|(_, wide)| *wide < noise).find_map(|&(narrow, wide)| {
         match (at(narrow), at(wide)) {
-            (Some(a), Some(b)) if (a.bps() as f64 / b.bps() as f64 - 1.0).abs() <= NARROW_AGREEMENT => Some(b),
+            (Some(a), Some(b)) if off(a, b) <= NARROW_AGREEMENT => Some(b),
             _ => None,
         }
     });
     // Where the vote at `noise` sees the same capacity, its cluster (more votes) reads it.
     match (agreed, at(noise)) {
-        (Some(a), Some(w)) if (w.bps() as f64 / a.bps() as f64 - 1.0).abs() <= NARROW_CONFIRMED => {
-            Some((w, VoteTolerance::Narrow))
-        }
+        (Some(a), Some(w)) if off(w, a) <= NARROW_CONFIRMED => Some((w, VoteTolerance::Narrow)),
         (Some(a), _) => Some((a, VoteTolerance::Narrow)),
         (None, w) => w.map(|w| (w, VoteTolerance::Noise)),
     }
@@ -173,8 +174,10 @@ pub fn capacity_vote(records: &[ProbeRecord], noise: Dur) -> Option<(Rate, VoteT
 /// 20 µs vote reads about two thirds of `C`, outside this margin.
 pub const NARROW_CONFIRMED: f64 = 0.15;
 
-/// [`capacity`] with the vote at `noise` only, as it was before session 18 (for comparison in
-/// the harness, `super::ladder_harness::capacity_scan`).
+/// The vote at one tolerance `noise`: spans of [`CAPACITY_SPAN`] gaps, or the single gaps
+/// where the spans show no cluster or one below [`SPOILED_SPANS`] of theirs ([`capacity`]'s
+/// doc). [`capacity_vote`] runs it at each tolerance; alone at the timestamp noise it is what
+/// [`capacity`] was before session 18 (`super::ladder_harness::capacity_scan` compares the two).
 pub fn capacity_at(records: &[ProbeRecord], noise: Dur) -> Option<Rate> {
     let gaps = gaps(records);
     let single = cluster(&spans(&gaps, 1), noise);

@@ -21,13 +21,17 @@ use crate::rng::Rng;
 use crate::stats::Sorted;
 use crate::units::{Bytes, Dur, Time};
 
+/// The receiver's timestamp error of a [`Path`] unless set: uniform over ±10 µs (s).
+pub const DEFAULT_STAMP_NOISE: f64 = 10e-6;
+
 /// The exact link shared with Poisson cross traffic.
 pub struct Path {
     pub c: f64,
     pub x: f64,
     pub buffer: usize,
     pub delay: f64,
-    /// The receiver's timestamp error, uniform over ± this (s; 10 µs unless set).
+    /// The receiver's timestamp error, uniform over ± this (s; [`DEFAULT_STAMP_NOISE`] unless
+    /// set).
     pub stamp_noise: f64,
     rng: Rng,
     next_cross: f64,
@@ -40,7 +44,7 @@ impl Path {
     pub fn new(c: f64, x: f64, buffer: usize, delay: f64, seed: u64) -> Path {
         let mut rng = Rng::new(seed);
         let next_cross = if x > 0.0 { rng.exponential(8000.0 / x) } else { f64::INFINITY };
-        let stamp_noise = 10e-6;
+        let stamp_noise = DEFAULT_STAMP_NOISE;
         Path { c, x, buffer, delay, stamp_noise, rng, next_cross, queue: VecDeque::new(), last_departure: 0.0 }
     }
 
@@ -311,7 +315,10 @@ fn ladder_harness() {
 /// The receiver's timestamp error (s): `LADDER_NOISE_US` µs when set (the delay box polling its
 /// input stamps within a few µs; docs/results.md, issue 19 session 17), else 10 µs.
 fn stamp_noise() -> f64 {
-    std::env::var("LADDER_NOISE_US").ok().and_then(|s| s.parse::<f64>().ok()).map_or(10e-6, |us| us * 1e-6)
+    std::env::var("LADDER_NOISE_US")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map_or(DEFAULT_STAMP_NOISE, |us| us * 1e-6)
 }
 
 /// Estimates per row: `LADDER_RUNS` when set to a number, else `default`.
