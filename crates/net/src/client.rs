@@ -1065,7 +1065,9 @@ fn combine_shapers(reports: &[TrainReport]) -> Option<ShaperEstimate> {
 }
 
 /// One train's end in [`ProbeSession::estimate`]: judged (and whether every timestamp was the
-/// kernel's), or refused after the retry budget.
+/// kernel's), or refused after the retry budget. One lives per train and is matched at once,
+/// so the report is not boxed.
+#[allow(clippy::large_enum_variant)]
 enum TrainRun {
     Done((TrainReport, bool)),
     Refused(ProbeError),

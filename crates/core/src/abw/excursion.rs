@@ -365,6 +365,21 @@ fn serialisation_slope(q: &[i128], size: &[Bytes], floor: Dur, l_busy: usize) ->
     }
 }
 
+/// The top rate of a growing-size train sent at one spacing (PathQuick's `P_N / T_quick`):
+/// its largest packet over its median spacing, bit/s. The largest gap rate can be a pacing
+/// slip: one packet sent late makes a long gap and a short one, and where two such slips meet
+/// the median of three still takes a short gap (21 µs against 24 µs on the testbed: 567 Mbit/s
+/// for a 500 Mbit/s train, reported as the idle path's available bandwidth).
+fn ramp_top(size: &[Bytes], own: &[i128]) -> f64 {
+    let mut gaps: Vec<i128> = own.to_vec();
+    gaps.sort_unstable();
+    let largest = size.iter().map(|b| b.0).max().unwrap_or(0);
+    match gaps.get(gaps.len() / 2) {
+        Some(&g) if g > 0 => rate_bps(Bytes(largest), g),
+        _ => 0.0,
+    }
+}
+
 /// Estimates the available bandwidth from one train (see the module doc).
 pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEstimate {
     let mut sorted: Vec<ProbeRecord> = records.to_vec();
@@ -631,9 +646,13 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         }
         (None, Some(g)) => {
             let fitted = Rate(g.rate.round() as u64);
-            if g.growth <= floor {
-                Outcome::AboveRange { at_least: Rate(hi.round() as u64) }
-            } else if gaps > 1 && g.rate <= rate[1] {
+            // Growth from the first gaps that a straight line in the packet sizes takes to
+            // within the floor is the train's serialisation, not its queue (module doc).
+            let from_the_start = gaps > 1 && g.rate <= rate[1];
+            if g.growth <= floor || (from_the_start && g.beyond_serialisation <= floor) {
+                let top = if varying { ramp_top(&size, &own) } else { hi };
+                Outcome::AboveRange { at_least: Rate(top.round() as u64) }
+            } else if from_the_start {
                 Outcome::BelowRange { at_most: Rate(rate[1].round() as u64) }
             } else {
                 Outcome::Estimate(fitted)
@@ -1107,6 +1126,7 @@ mod growth_fit_verdicts {
     use super::harness::noisy_path;
     use super::*;
     use crate::abw::autorange::AutoRange;
+    use crate::abw::TrainPacket;
 
     fn fit_config() -> EstimatorConfig {
         EstimatorConfig {
@@ -1158,6 +1178,51 @@ mod growth_fit_verdicts {
     }
 
     #[test]
+    fn an_idle_fast_links_serialisation_with_a_few_stalls_is_not_a_queue_from_the_start() {
+        // The testbed's 126–500 Mbit/s train (376 packets, 3-byte steps every 24 µs) on the
+        // idle 500 Mbit/s link (session 18): its delays rise by its serialisation, 20 µs from
+        // the first packet to the last, and the box stalled three times for 30–50 µs. The fit
+        // put the crossing at the lowest rate, with a growth of 20.3 µs (just over the floor)
+        // and a serialisation slope of 1/(83 Gbit/s): the whole rise taken as queue. What a
+        // straight line in the sizes cannot take is a few µs: above range, not "below 127
+        // Mbit/s", after which the ladder's answer train read 4.6 Mbit/s.
+        let records = harness::recorded(include_str!("fixtures/fifo500_idle_serialisation.csv"));
+        let r = estimate_train(&records, &fit_config());
+        let g = r.growth_fit.expect("the fit ran");
+        assert!(g.growth > 20_000.0 && g.beyond_serialisation < 10_000.0, "{g:?}");
+        match r.outcome {
+            Outcome::AboveRange { at_least } => assert!((at_least.as_mbps() - 500.0).abs() < 5.0, "{at_least}"),
+            o => panic!("{o:?}"),
+        }
+        // A train that did queue from its first gap keeps its verdict: the same train on the
+        // 500 Mbit/s link with 430 Mbit/s of Poisson cross traffic (A = 70 Mbit/s), with
+        // ±1 µs of noise.
+        let t0 = records[0].send_time.0;
+        let sched: Vec<TrainPacket> =
+            records.iter().map(|r| TrainPacket { offset: Dur(r.send_time.0 - t0), size: r.size }).collect();
+        for seed in 0..5 {
+            let r = estimate_train(&noisy_path(&sched, 500e6, 430e6, 1_000.0, seed), &fit_config());
+            let g = r.growth_fit.expect("the fit ran");
+            assert!(g.beyond_serialisation > 200_000.0, "seed {seed}: {g:?}");
+            assert!(matches!(r.outcome, Outcome::BelowRange { .. }), "seed {seed}: {:?}", r.outcome);
+        }
+    }
+
+    #[test]
+    fn an_idle_trains_top_is_its_largest_packet_over_its_spacing_not_a_pacing_slip() {
+        // The same train on the same idle link, another estimate: two packets sent late made
+        // gaps of 42.6 and 8.2 µs, and the median of three took 21.1 µs for the last gaps'
+        // rates (567 Mbit/s). The train was sent every 24 µs: 1500 bytes over it is 500 Mbit/s.
+        let records = harness::recorded(include_str!("fixtures/fifo500_idle_pacing_slip.csv"));
+        let r = estimate_train(&records, &fit_config());
+        assert!(r.probed.1.as_mbps() > 560.0, "the slip is in the gap rates: {:?}", r.probed);
+        match r.outcome {
+            Outcome::AboveRange { at_least } => assert!((at_least.as_mbps() - 500.0).abs() < 1.0, "{at_least}"),
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
     fn a_train_queued_from_its_first_packet_is_still_below_range() {
         // The first coarse train (about 23–500 Mbit/s) on a 10 Mbit/s link with 3 Mbit/s of cross
         // traffic: every gap probes more than A = 7 Mbit/s.
@@ -1179,6 +1244,23 @@ pub(crate) mod harness {
     use crate::abw::TrainPacket;
     use crate::rng::Rng;
     use crate::units::Time;
+
+    /// A train recorded on the testbed (`probe-bench --dump`, fixtures/): index, size, send and
+    /// receive times (ns).
+    pub fn recorded(csv: &str) -> Vec<ProbeRecord> {
+        csv.lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<u64> = l.split(',').map(|v| v.parse().unwrap()).collect();
+                ProbeRecord {
+                    index: f[0] as u32,
+                    size: Bytes(f[1]),
+                    send_time: Time(f[2]),
+                    recv_time: Some(Time(f[3])),
+                }
+            })
+            .collect()
+    }
 
     /// `poisson_path` with receive-time noise (uniform ±`jitter_ns`) and a link shared from t = 0.
     pub fn noisy_path(schedule: &[TrainPacket], c: f64, x: f64, jitter_ns: f64, seed: u64) -> Vec<ProbeRecord> {

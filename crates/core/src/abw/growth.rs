@@ -41,11 +41,21 @@
 //! # Verdicts
 //!
 //! - The fitted growth by the last packet, `b·H_last(A)`, not above the delay floor (or the best
-//!   fit has no growth at all): **above range**, at least the top rate.
-//! - `A` at or below the rate of the train's second gap: **below range**.
+//!   fit has no growth at all): **above range**, at least the top rate (for a growing-size
+//!   train sent at one spacing, its largest packet over its median spacing: a pacing slip can
+//!   make its largest gap rate 13 % high).
+//! - `A` at or below the rate of the train's second gap: **below range**, unless the growth's part
+//!   that no straight line in the packet sizes takes (`GrowthFit::beyond_serialisation`) is within
+//!   the floor; then **above range**. A fast link's own serialisation, a straight line, can be
+//!   fitted as a queue from the first gap: on the testbed's idle 500 Mbit/s link a 126–500 Mbit/s
+//!   train rises 20 µs by its serialisation, and with a few 30–50 µs stalls of the delay box on
+//!   it the best fit put the crossing at the lowest rate with a serialisation slope of
+//!   1/(83 Gbit/s), the whole rise taken as queue and just over the 20 µs floor (11 of 153 idle
+//!   estimates there, issue 19 session 19). A queue from the first gap grows as a parabola, which
+//!   keeps a quarter of its rise beyond the best line: milliseconds for any real one.
 //! - Otherwise `A` is the estimate.
 //!
-//! Choices: the grid step, the floor test for "no growth" and the tie are ours; equal-size trains
+//! Choices: the grid step, the floor tests and the tie are ours; equal-size trains
 //! (pathChirp) have no size term and a free `b`.
 
 /// `8e9`: bits per byte over nanoseconds per second. A serialisation slope `s` in ns per byte
@@ -61,6 +71,10 @@ pub struct GrowthFit {
     pub slope: f64,
     /// Fitted growth of the delay by the last packet, in the units of `q`.
     pub growth: f64,
+    /// The part of the fitted growth that no straight line in the packet sizes takes: the
+    /// range of `b·H_k(A)`'s residual from its least-squares line in `P_k` (in `k` alone for
+    /// equal sizes), in the units of `q`.
+    pub beyond_serialisation: f64,
 }
 
 /// Fits the delays `q` (one per received packet, in ns) of a train whose gap `k` (between
@@ -94,7 +108,7 @@ pub fn fit(q: &[f64], size: Option<&[f64]>, rate: &[f64], weight: &[f64]) -> Opt
     // "No growth" is the model without `H`: its error is what the size term leaves (with the
     // tie, `H = 0` leaves `q = a + s·P`).
     let sse0 = if sxx > 0.0 { sqq - sxq * sxq / sxx } else { sqq };
-    let mut best = GrowthFit { rate: hi, slope: 0.0, growth: 0.0 };
+    let mut best = GrowthFit { rate: hi, slope: 0.0, growth: 0.0, beyond_serialisation: 0.0 };
     let mut best_sse = sse0;
     let mut h = vec![0.0; m];
     let mut a = lo;
@@ -121,9 +135,20 @@ pub fn fit(q: &[f64], size: Option<&[f64]>, rate: &[f64], weight: &[f64]) -> Opt
         };
         if b > 0.0 && sse < best_sse {
             best_sse = sse;
-            best = GrowthFit { rate: a, slope: b, growth: b * h[m - 1] };
+            best = GrowthFit { rate: a, slope: b, growth: b * h[m - 1], beyond_serialisation: 0.0 };
         }
         a += step;
+    }
+    if best.slope > 0.0 {
+        for k in 0..m - 1 {
+            h[k + 1] = h[k] + weight[k] * (rate[k] - best.rate).max(0.0);
+        }
+        let hc = centred(&h);
+        let line = xc.clone().unwrap_or_else(|| centred(&(0..m).map(|k| k as f64).collect::<Vec<f64>>()));
+        let beta = dot(&line, &hc) / dot(&line, &line);
+        let residual: Vec<f64> = hc.iter().zip(&line).map(|(h, x)| h - beta * x).collect();
+        let (lo_r, hi_r) = residual.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, u), &r| (l.min(r), u.max(r)));
+        best.beyond_serialisation = best.slope * (hi_r - lo_r);
     }
     Some(best)
 }
@@ -170,6 +195,20 @@ mod tests {
         let (q, rate, w) = ramp(122, 2e6, 1.6e6, 60_000.0, 100e6, 250e6);
         let f = fit(&q, None, &rate, &w).unwrap();
         assert_eq!(f.growth, 0.0, "{f:?}");
+    }
+
+    #[test]
+    fn growth_from_the_first_packet_keeps_a_quarter_beyond_a_line_and_a_late_knee_nearly_all() {
+        // A parabola from the start: the best line leaves +1/6 at both ends and −1/12 between.
+        let (q, rate, w) = ramp(122, 2e6, 1.6e6, 60_000.0, 100e6, 1e6);
+        let f = fit(&q, None, &rate, &w).unwrap();
+        let share = f.beyond_serialisation / f.growth;
+        assert!((share - 0.25).abs() < 0.02, "{share} of {f:?}");
+        // A knee in the last tenth: a line through the whole train barely follows it.
+        let (q, rate, w) = ramp(122, 2e6, 1.6e6, 60_000.0, 100e6, 180e6);
+        let f = fit(&q, None, &rate, &w).unwrap();
+        let share = f.beyond_serialisation / f.growth;
+        assert!(share > 0.8, "{share} of {f:?}");
     }
 
     /// Packets of `48 + dp·k` bytes every `t` ns through a FIFO of `c` bit/s carrying fluid cross

@@ -449,6 +449,7 @@ pub fn burst_after_earlier_trains(shaper: ShaperEstimate, train: &[ProbeRecord],
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abw::excursion::harness::recorded;
     use crate::abw::{estimate_train, EstimatorConfig, Outcome, ProbeRecord, QuickSpec, TrainPacket};
     use crate::rng::Rng;
     use crate::units::{Dur, Time};
@@ -687,23 +688,6 @@ mod tests {
             let e = estimate_train(&path(&sched, Some((rho, burst)), 200e6, 0.0, 4, 5000.0), &cfg());
             within_goal(&e, rho, burst).unwrap_or_else(|why| panic!("ρ {rho} σ {burst}: {why}"));
         }
-    }
-
-    /// A train recorded on the testbed (`probe-bench --dump`, fixtures/): index, size, send and
-    /// receive times (ns).
-    fn recorded(csv: &str) -> Vec<ProbeRecord> {
-        csv.lines()
-            .skip(1)
-            .map(|l| {
-                let f: Vec<u64> = l.split(',').map(|v| v.parse().unwrap()).collect();
-                ProbeRecord {
-                    index: f[0] as u32,
-                    size: Bytes(f[1]),
-                    send_time: Time(f[2]),
-                    recv_time: Some(Time(f[3])),
-                }
-            })
-            .collect()
     }
 
     #[test]
