@@ -1181,7 +1181,7 @@ mod growth_fit_verdicts {
     fn an_idle_fast_links_serialisation_with_a_few_stalls_is_not_a_queue_from_the_start() {
         // The testbed's 126–500 Mbit/s train (376 packets, 3-byte steps every 24 µs) on the
         // idle 500 Mbit/s link (session 18): its delays rise by its serialisation, 20 µs from
-        // the first packet to the last, and the box stalled three times for 30–50 µs. The fit
+        // the first packet to the last, and the box stalled three times for 30–40 µs. The fit
         // put the crossing at the lowest rate, with a growth of 20.3 µs (just over the floor)
         // and a serialisation slope of 1/(83 Gbit/s): the whole rise taken as queue. What a
         // straight line in the sizes cannot take is a few µs: above range, not "below 127

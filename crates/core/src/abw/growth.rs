@@ -48,7 +48,7 @@
 //!   that no straight line in the packet sizes takes (`GrowthFit::beyond_serialisation`) is within
 //!   the floor; then **above range**. A fast link's own serialisation, a straight line, can be
 //!   fitted as a queue from the first gap: on the testbed's idle 500 Mbit/s link a 126–500 Mbit/s
-//!   train rises 20 µs by its serialisation, and with a few 30–50 µs stalls of the delay box on
+//!   train rises 20 µs by its serialisation, and with a few 25–55 µs stalls of the delay box on
 //!   it the best fit put the crossing at the lowest rate with a serialisation slope of
 //!   1/(83 Gbit/s), the whole rise taken as queue and just over the 20 µs floor (11 of 153 idle
 //!   estimates there, issue 19 session 19). A queue from the first gap grows as a parabola, which
@@ -110,12 +110,16 @@ pub fn fit(q: &[f64], size: Option<&[f64]>, rate: &[f64], weight: &[f64]) -> Opt
     let sse0 = if sxx > 0.0 { sqq - sxq * sxq / sxx } else { sqq };
     let mut best = GrowthFit { rate: hi, slope: 0.0, growth: 0.0, beyond_serialisation: 0.0 };
     let mut best_sse = sse0;
-    let mut h = vec![0.0; m];
-    let mut a = lo;
-    while a < hi {
+    // `H_k(A)` (module doc) into `h`.
+    let excess_bits = |a: f64, h: &mut [f64]| {
         for k in 0..m - 1 {
             h[k + 1] = h[k] + weight[k] * (rate[k] - a).max(0.0);
         }
+    };
+    let mut h = vec![0.0; m];
+    let mut a = lo;
+    while a < hi {
+        excess_bits(a, &mut h);
         let hc = centred(&h);
         let (shh, shq) = (dot(&hc, &hc), dot(&hc, &qc));
         let (b, sse) = match &xc {
@@ -140,9 +144,7 @@ pub fn fit(q: &[f64], size: Option<&[f64]>, rate: &[f64], weight: &[f64]) -> Opt
         a += step;
     }
     if best.slope > 0.0 {
-        for k in 0..m - 1 {
-            h[k + 1] = h[k] + weight[k] * (rate[k] - best.rate).max(0.0);
-        }
+        excess_bits(best.rate, &mut h);
         let hc = centred(&h);
         let line = xc.clone().unwrap_or_else(|| centred(&(0..m).map(|k| k as f64).collect::<Vec<f64>>()));
         let beta = dot(&line, &hc) / dot(&line, &line);
