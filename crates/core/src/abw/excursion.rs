@@ -647,7 +647,8 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         (None, Some(g)) => {
             let fitted = Rate(g.rate.round() as u64);
             // Growth from the first gaps that a straight line in the packet sizes takes to
-            // within the floor is the train's serialisation, not its queue (module doc).
+            // within the floor is the train's serialisation, not its queue (`super::growth`'s
+            // module doc, "Verdicts").
             let from_the_start = gaps > 1 && g.rate <= rate[1];
             if g.growth <= floor || (from_the_start && g.beyond_serialisation <= floor) {
                 let top = if varying { ramp_top(&size, &own) } else { hi };
