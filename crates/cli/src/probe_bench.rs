@@ -173,7 +173,8 @@ pub const DUMP_HEADER: &str =
 
 /// The `--dump` lines of one estimate: its coarse trains (`coarse`), then its answer's trains
 /// (`answer`), every packet with the times the client judged (send offset carried by the probe,
-/// kernel receive timestamp; empty when lost or cut), each train's pacing as the server
+/// kernel receive timestamp; empty when lost or cut) and after a train its capacity burst if it
+/// had one (indices from the train's length on), each train's pacing as the server
 /// reported it (packets late, mean and max send-time error) and the session's round trip:
 /// what `headroom probe-replay` needs to judge the trains again.
 fn dump_lines(cross: Rate, method: Method, estimate: usize, e: &headroom_net::Estimate) -> String {
@@ -183,7 +184,7 @@ fn dump_lines(cross: Rate, method: Method, estimate: usize, e: &headroom_net::Es
         let o = &t.estimate.outcome;
         let value = o.value().map(|v| format!("{:.4}", v.as_mbps())).unwrap_or_default();
         let knee = t.estimate.knee.map(|k| k.to_string()).unwrap_or_default();
-        for r in &t.records {
+        for r in t.records.iter().chain(&t.burst) {
             let _ = writeln!(
                 s,
                 "{},{},{estimate},{k},{role},{},{value},{knee},{},{},{},{},{},{},{},{}",

@@ -333,17 +333,25 @@ fn replay(e: &RecordedEstimate, client: &ClientChoice, mut lines: Option<&mut Ve
     let mut ladder = Ladder::from_plan(plan, options.estimator.max_loss_fraction).with_round_trip(e.round_trip);
     let mut step = ladder.first()?;
     for (k, t) in e.trains.iter().enumerate() {
-        let design = match step {
+        let (design, burst) = match step {
             LadderStep::Answer(i) => {
                 return Ok(Replayed::Diverged { train: k, why: format!("the ladder answered with train {i}") })
             }
-            LadderStep::Train { design, .. } => design,
+            LadderStep::Train { design, burst, .. } => (design, burst),
         };
-        if let Some(why) = mismatch(&design, &t.records) {
+        // A train asked with a capacity burst was recorded with it, after the train's packets
+        // (a dump from before the burst has none: the ladder reads the capacity from the train).
+        let (records, burst_records) = if burst > 0 {
+            t.records.split_at(t.records.len().min(design.n as usize))
+        } else {
+            (&t.records[..], &[][..])
+        };
+        if let Some(why) = mismatch(&design, records) {
             return Ok(Replayed::Diverged { train: k, why });
         }
-        let estimate = judge_records(&design.schedule(), &t.records, Some(t.pacing), &options.estimator);
-        step = ladder.on_verdict(&design, &estimate, &t.records)?;
+        let estimate = judge_records(&design.schedule(), records, Some(t.pacing), &options.estimator);
+        ladder.on_burst(burst_records);
+        step = ladder.on_verdict(&design, &estimate, records)?;
         say(train_line(k, &design, t, &estimate.outcome, estimate.knee, ladder.capacity()));
         if let LadderStep::Answer(i) = step {
             let outcome = ladder.refined().cloned().unwrap_or(estimate.outcome);

@@ -166,6 +166,9 @@ pub struct TrainReport {
     /// The train as received (lost packets have no receive time), for re-estimating it with
     /// other [`EstimatorConfig`]s.
     pub records: Vec<ProbeRecord>,
+    /// The capacity burst after the train as received (empty when none was asked for;
+    /// `TrainJudge::with_burst`).
+    pub burst: Vec<ProbeRecord>,
     /// Wall-clock time the train's estimate was ready (for `.instbw` lines).
     pub finished_at: Time,
     pub spacing_error_mean: Dur,
@@ -727,8 +730,20 @@ impl ProbeSession {
         waited: &mut Duration,
         handshake: &mut Handshake,
     ) -> Result<TrainRun, ProbeError> {
+        self.run_one_with_burst(options, design, 0, waited, handshake)
+    }
+
+    /// [`ProbeSession::run_one`] followed by a capacity burst of `burst` packets.
+    fn run_one_with_burst(
+        &mut self,
+        options: &EstimateOptions,
+        design: &TrainDesign,
+        burst: u8,
+        waited: &mut Duration,
+        handshake: &mut Handshake,
+    ) -> Result<TrainRun, ProbeError> {
         let server = self.server;
-        let params = TrainParams::from_design(design)?;
+        let params = TrainParams::from_design(design)?.with_burst(burst);
         let schedule = design.schedule();
         let train_timeout = Duration::from_nanos(design.train_length().0) + options.timeout;
         let judge_after =
@@ -750,7 +765,7 @@ impl ProbeSession {
             };
             let train = self.next_train;
             self.next_train = self.next_train.wrapping_add(1) & 0x7fff_ffff;
-            let receiver = TrainReceiver::new(train, &schedule, policy, options.estimator);
+            let receiver = TrainReceiver::new(train, &schedule, policy, options.estimator).with_burst(burst as u32);
             let mut link = TrainLink {
                 sock: &self.sock,
                 server,
@@ -870,17 +885,27 @@ impl ProbeSession {
                     let answer = loop {
                         match step {
                             LadderStep::Answer(i) => break i,
-                            LadderStep::Train { design, whole: judge_whole, wait } => {
+                            LadderStep::Train { design, whole: judge_whole, wait, burst } => {
                                 std::thread::sleep(Duration::from_nanos(wait.0));
                                 let run_options = if judge_whole { &whole } else { answer_options };
                                 let train = TrainDesign::PathQuick(design);
-                                let rep = match self.run_one(run_options, &train, &mut waited, &mut handshake)? {
+                                // Within the wire's limit and the packets the server allows.
+                                let room = caps.map_or(u32::MAX, |c| u32::from(c.max_packets).saturating_sub(design.n));
+                                let burst = burst.min(room).min(u32::from(crate::wire::MAX_BURST)) as u8;
+                                let rep = match self.run_one_with_burst(
+                                    run_options,
+                                    &train,
+                                    burst,
+                                    &mut waited,
+                                    &mut handshake,
+                                )? {
                                     TrainRun::Done((rep, kernel)) => {
                                         all_kernel &= kernel;
                                         rep
                                     }
                                     TrainRun::Refused(e) => return Err(e),
                                 };
+                                ladder.on_burst(&rep.burst);
                                 step = ladder.on_verdict(&design, &rep.estimate, &rep.records)?;
                                 sent.push((design, rep));
                             }
@@ -1106,6 +1131,12 @@ pub struct TrainReceiver {
 }
 
 impl TrainReceiver {
+    /// The train is followed by a capacity burst of `packets` (`TrainJudge::with_burst`).
+    pub fn with_burst(mut self, packets: u32) -> TrainReceiver {
+        self.judge = self.judge.with_burst(packets);
+        self
+    }
+
     /// A receiver for train number `train` of `schedule`.
     pub fn new(train: u32, schedule: &[TrainPacket], policy: JudgePolicy, estimator: EstimatorConfig) -> TrainReceiver {
         TrainReceiver {
@@ -1168,6 +1199,7 @@ impl TrainReceiver {
                 elapsed: Duration::from_nanos(v.judgement.ready_at.0),
                 after_deadline: v.after_judging,
                 records: v.records,
+                burst: v.burst,
                 finished_at,
                 spacing_error_mean: Dur(mean as u64),
                 spacing_error_max: Dur(max as u64),

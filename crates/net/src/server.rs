@@ -38,7 +38,7 @@
 use crate::timing::{Pacer, SpacingStats};
 use crate::wire::{
     encode_probe, ip_udp_overhead, ipv6_on_the_wire, AddressToken, Cap, CapKind, Msg, RejectReason, TrainParams,
-    PROBE_HEADER_LEN,
+    MAX_BURST, PROBE_HEADER_LEN,
 };
 use headroom_core::abw::{Method, TrainDesign, TrainPacket};
 use headroom_core::units::{Bytes, Dur, Rate};
@@ -285,6 +285,9 @@ pub struct CheckedTrain {
     pub bytes: Bytes,
     /// Highest rate of any gap (later packet's size over the gap).
     pub peak_rate: Rate,
+    /// Packets of the capacity burst after the train (`wire`'s module doc), each the size of
+    /// the train's last packet.
+    pub burst: u8,
 }
 
 /// Checks a verified client's train against the caps, with checked arithmetic on every
@@ -292,9 +295,16 @@ pub struct CheckedTrain {
 /// the pacer will send. Each cap is checked on its own: packets, length (wall time), bytes,
 /// packet sizes, and the rate of every gap of the schedule as built (a gap that rounds to zero
 /// nanoseconds probes an unbounded rate and is refused).
+///
+/// A capacity burst ([`TrainParams::burst`]) goes out at the speed of the socket, whatever the
+/// rate cap: it is bounded by [`MAX_BURST`] packets instead (16 of 1,500 bytes, 24 KB), and
+/// its packets and bytes count against the train's caps.
 pub fn check_train(params: &TrainParams, config: &ServerConfig, overhead: u64) -> Result<CheckedTrain, Refusal> {
     // Caps on the raw fields, before any arithmetic on them.
-    if params.count > config.max_packets {
+    if params.burst > MAX_BURST {
+        return Err(Refusal::bad_design(None));
+    }
+    if params.count as u32 + params.burst as u32 > config.max_packets as u32 {
         return Err(Refusal::over(CapKind::Packets, config.max_packets as u64));
     }
     let max_len = config.max_train_length;
@@ -346,6 +356,10 @@ pub fn check_train(params: &TrainParams, config: &ServerConfig, overhead: u64) -
         }
     }
     let length = schedule.last().map_or(Dur::ZERO, |p| p.offset);
+    let last_size = schedule.last().map_or(0, |p| p.size.0);
+    bytes = bytes
+        .checked_add(last_size * params.burst as u64)
+        .ok_or(Refusal::over(CapKind::TrainBytes, config.max_train_bytes.0))?;
     if length > max_len {
         return Err(Refusal::over(CapKind::TrainLength, max_len.0));
     }
@@ -355,7 +369,14 @@ pub fn check_train(params: &TrainParams, config: &ServerConfig, overhead: u64) -
     if peak > config.max_rate.bps() as u128 {
         return Err(Refusal::over(CapKind::Rate, config.max_rate.bps()));
     }
-    Ok(CheckedTrain { design, schedule, length, bytes: Bytes(bytes), peak_rate: Rate(peak as u64) })
+    Ok(CheckedTrain {
+        design,
+        schedule,
+        length,
+        bytes: Bytes(bytes),
+        peak_rate: Rate(peak as u64),
+        burst: params.burst,
+    })
 }
 
 /// How long past its declared length a train may run before it is expired: pacing under load
@@ -475,6 +496,8 @@ struct TrainJob {
     method: Method,
     serial: u64,
     schedule: Vec<TrainPacket>,
+    /// The capacity burst's packets, sent back to back after the schedule.
+    burst: u8,
     overhead: u64,
     expires: Instant,
 }
@@ -706,7 +729,16 @@ fn admit_train(
                 bump(&stats.tokens_issued);
             }
             let expires = expires_at(now, t.length);
-            let job = TrainJob { peer, train, method: params.method, serial, schedule: t.schedule, overhead, expires };
+            let job = TrainJob {
+                peer,
+                train,
+                method: params.method,
+                serial,
+                schedule: t.schedule,
+                burst: t.burst,
+                overhead,
+                expires,
+            };
             jobs.send(job).is_ok()
         }
         Err(refusal) => {
@@ -736,11 +768,13 @@ struct Active {
     slip: Duration,
     next: usize,
     spacing: SpacingStats,
+    /// Packets of the capacity burst sent.
+    burst_sent: u32,
 }
 
 impl Active {
     fn new(job: TrainJob, start: Instant) -> Active {
-        Active { job, start, slip: Duration::ZERO, next: 0, spacing: SpacingStats::default() }
+        Active { job, start, slip: Duration::ZERO, next: 0, spacing: SpacingStats::default(), burst_sent: 0 }
     }
 
     fn deadline(&self) -> Instant {
@@ -820,6 +854,20 @@ fn pacer(
         }
         a.next += 1;
         if a.next == a.job.schedule.len() {
+            // The capacity burst: the last packet's size again, back to back, no pacing.
+            for j in 0..a.job.burst as usize {
+                let offset = a.start.elapsed().as_nanos() as u64;
+                let pkt = encode_probe(&mut buf, payload, a.job.train, (a.next + j) as u16, count, offset);
+                match sock.send_to(pkt, a.job.peer) {
+                    Ok(_) => {
+                        stats.probes_sent.fetch_add(1, Ordering::Relaxed);
+                        a.burst_sent += 1;
+                    }
+                    Err(_) => {
+                        stats.send_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
             let done = active.swap_remove(i);
             stats.trains_completed.fetch_add(1, Ordering::Relaxed);
             finish(&sock, &mut out, done, &admission, log.then_some("sent"));
@@ -856,7 +904,7 @@ fn finish(sock: &UdpSocket, out: &mut Vec<u8>, done: Active, admission: &Mutex<A
     }
     Msg::End {
         train: done.job.train,
-        sent: done.spacing.packets.min(u16::MAX as u32) as u16,
+        sent: (done.spacing.packets + done.burst_sent).min(u16::MAX as u32) as u16,
         late: done.spacing.late.min(u16::MAX as u32) as u16,
         spacing_err_mean_ns: done.spacing.mean_error().0.min(u32::MAX as u64) as u32,
         spacing_err_max_ns: done.spacing.max_error_ns.min(u32::MAX as u64) as u32,
@@ -871,7 +919,7 @@ mod tests {
     use headroom_core::abw::Method;
 
     fn quick(spacing: u64, step: u32, size: u16, count: u16) -> TrainParams {
-        TrainParams { method: Method::PathQuick, spacing: Dur(spacing), step, size, count }
+        TrainParams { method: Method::PathQuick, spacing: Dur(spacing), step, size, count, burst: 0 }
     }
 
     fn refused_by(p: &TrainParams, config: &ServerConfig) -> Option<CapKind> {
@@ -915,8 +963,14 @@ mod tests {
     #[test]
     fn chirp_gaps_that_round_to_zero_are_refused() {
         // γ = 10 over 40 packets: the gaps shrink by 10× each and round to 0 ns.
-        let p =
-            TrainParams { method: Method::PathChirp, spacing: Dur(1_000_000), step: 10_000_000, size: 100, count: 40 };
+        let p = TrainParams {
+            method: Method::PathChirp,
+            spacing: Dur(1_000_000),
+            step: 10_000_000,
+            size: 100,
+            count: 40,
+            burst: 0,
+        };
         let c = ServerConfig { max_rate: Rate(u64::MAX), ..ServerConfig::default() };
         assert_eq!(refused_by(&p, &c), Some(CapKind::Rate));
     }

@@ -10,8 +10,11 @@
 //!                                     max_packets u16, max_size u16          (40 bytes)
 //! type 3 START      client → server   nonce u64, cookie [16], train u32, method u8,
 //!                                     spacing_ns u64, step u32, size u16, count u16 (49 bytes)
+//!                                     [, burst u8]                          (50 bytes)
 //!                   PathQuick: spacing = T_quick, step = ΔP, size = P_1, count = N
 //!                   pathChirp: spacing = T_chirp, step = γ·10⁶, size = P, count = M
+//!                   burst: packets of the train's last size sent back to back after it
+//!                   (indices count, count + 1, …; at most MAX_BURST; absent = 0)
 //! type 4 PROBE      server → client   train u32, index u16, count u16, send_offset_ns u64,
 //!                                     zero padding to the packet's size (20-byte header)
 //! type 5 END        server → client   train u32, sent u16, late u16, spacing_err_mean_ns u32,
@@ -21,7 +24,14 @@
 //! type 7 TOKEN      server → client   issued_ms u64, tag [16], lifetime_ms u32 (32 bytes)
 //! type 8 TOKEN_START client → server  issued_ms u64, tag [16], nonce u64, train u32, method u8,
 //!                                     spacing_ns u64, step u32, size u16, count u16 (57 bytes)
+//!                                     [, burst u8]                          (58 bytes)
 //! ```
+//!
+//! **The capacity burst** (issue 19, session 20) is an optional last byte of START and
+//! TOKEN_START, as REJECT's cap is of REJECT: a client asks for a burst only with a train
+//! whose last packets should show the capacity (`headroom_core::abw::autorange::Ladder`); a
+//! server that predates it reads the 49 or 57 bytes it knows and sends no burst, and the client
+//! then reads the capacity from the train alone. The END's `sent` counts the burst's packets.
 //!
 //! **Address-validation tokens** (types 7 and 8, for continuous monitoring; the idea of QUIC's
 //! NEW_TOKEN, RFC 9000 §8.1.3): with every admitted train the server sends a TOKEN, a MAC of the
@@ -50,6 +60,8 @@ pub const REJECT_LEN: usize = 11;
 pub const REJECT_CAP_LEN: usize = 20;
 pub const TOKEN_LEN: usize = 32;
 pub const TOKEN_START_LEN: usize = 57;
+/// The most packets a capacity burst may ask for.
+pub const MAX_BURST: u8 = 16;
 
 /// An address-validation token as the client holds and echoes it: the server's issue time (ms
 /// on the server's own clock) and the MAC that binds it to the client's IP address.
@@ -161,6 +173,8 @@ pub struct TrainParams {
     pub step: u32,
     pub size: u16,
     pub count: u16,
+    /// Packets of the capacity burst after the train (0: none; module doc).
+    pub burst: u8,
 }
 
 impl TrainParams {
@@ -173,6 +187,7 @@ impl TrainParams {
                 step: u32::try_from(q.delta_p.0).map_err(|_| too_big("ΔP"))?,
                 size: u16::try_from(q.p_1.0).map_err(|_| too_big("P_1"))?,
                 count: u16::try_from(q.n).map_err(|_| too_big("N"))?,
+                burst: 0,
             },
             TrainDesign::PathChirp(c) => TrainParams {
                 method: Method::PathChirp,
@@ -180,8 +195,14 @@ impl TrainParams {
                 step: (c.gamma * 1e6).round() as u32,
                 size: u16::try_from(c.size.0).map_err(|_| too_big("packet size"))?,
                 count: u16::try_from(c.m).map_err(|_| too_big("M"))?,
+                burst: 0,
             },
         })
+    }
+
+    /// The same train followed by a capacity burst of `burst` packets.
+    pub fn with_burst(self, burst: u8) -> TrainParams {
+        TrainParams { burst, ..self }
     }
 
     /// The design these parameters describe (validated only for shape; caps are the server's).
@@ -270,7 +291,10 @@ impl<'a> Reader<'a> {
             2 => Method::PathChirp,
             _ => return Err(Malformed("unknown method")),
         };
-        Ok(TrainParams { method, spacing: Dur(self.u64()?), step: self.u32()?, size: self.u16()?, count: self.u16()? })
+        let (spacing, step, size, count) = (Dur(self.u64()?), self.u32()?, self.u16()?, self.u16()?);
+        // The burst byte is optional (module doc).
+        let burst = if self.at < self.b.len() { self.u8()? } else { 0 };
+        Ok(TrainParams { method, spacing, step, size, count, burst })
     }
 }
 
@@ -284,6 +308,9 @@ fn put_train(out: &mut Vec<u8>, train: u32, params: &TrainParams) {
     out.extend_from_slice(&params.step.to_be_bytes());
     out.extend_from_slice(&params.size.to_be_bytes());
     out.extend_from_slice(&params.count.to_be_bytes());
+    if params.burst > 0 {
+        out.push(params.burst);
+    }
 }
 
 fn header(out: &mut Vec<u8>, ty: u8) {
@@ -480,7 +507,10 @@ mod tests {
             step: 1_200_000,
             size: 1489,
             count: 28,
+            burst: 0,
         };
+        // A START that asks for a capacity burst carries one byte more.
+        let bursting = params.with_burst(10);
         let msgs = [
             (Msg::Hello { nonce: 7 }, HELLO_LEN),
             (
@@ -488,6 +518,7 @@ mod tests {
                 CHALLENGE_LEN,
             ),
             (Msg::Start { nonce: 7, cookie: [1; 16], train: 3, params }, START_LEN),
+            (Msg::Start { nonce: 7, cookie: [1; 16], train: 3, params: bursting }, START_LEN + 1),
             (Msg::Probe { train: 3, index: 4, count: 28, send_offset_ns: 99 }, PROBE_HEADER_LEN),
             (Msg::End { train: 3, sent: 28, late: 1, spacing_err_mean_ns: 5, spacing_err_max_ns: 50 }, END_LEN),
             (Msg::Reject { train: 3, reason: RejectReason::Busy, retry_after_ms: 100, cap: None }, REJECT_LEN),
@@ -504,6 +535,15 @@ mod tests {
             (
                 Msg::TokenStart { token: AddressToken { issued_ms: 5, tag: [3; 16] }, nonce: 8, train: 4, params },
                 TOKEN_START_LEN,
+            ),
+            (
+                Msg::TokenStart {
+                    token: AddressToken { issued_ms: 5, tag: [3; 16] },
+                    nonce: 8,
+                    train: 4,
+                    params: bursting,
+                },
+                TOKEN_START_LEN + 1,
             ),
         ];
         let mut buf = Vec::new();

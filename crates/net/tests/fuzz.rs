@@ -24,12 +24,8 @@ fn methods() -> impl Strategy<Value = Method> {
     prop_oneof![Just(Method::PathQuick), Just(Method::PathChirp)]
 }
 fn params() -> impl Strategy<Value = TrainParams> {
-    (methods(), u64s(), u32s(), u16s(), u16s()).prop_map(|(method, spacing, step, size, count)| TrainParams {
-        method,
-        spacing: Dur(spacing),
-        step,
-        size,
-        count,
+    (methods(), u64s(), u32s(), u16s(), u16s(), any::<u8>()).prop_map(|(method, spacing, step, size, count, burst)| {
+        TrainParams { method, spacing: Dur(spacing), step, size, count, burst }
     })
 }
 fn reasons() -> impl Strategy<Value = RejectReason> {

@@ -515,6 +515,10 @@ fn auto_ranging_sends_a_coarse_train_then_one_designed_from_it_under_the_servers
         e.ranging.len() == 1 || (e.ranging.len() == 2 && matches!(outcomes[1], Outcome::Inconclusive { .. })),
         "one coarse train: {outcomes:?}"
     );
+    // The first coarse train came with its capacity burst, which the client waited for.
+    assert_eq!(e.ranging[0].burst.len(), headroom_core::abw::autorange::CAPACITY_BURST as usize);
+    assert!(e.ranging[0].burst.iter().all(|r| r.recv_time.is_some()), "{:?}", e.ranging[0].burst);
+    assert!(e.ranging[1..].iter().chain(&e.trains).all(|t| t.burst.is_empty()), "only the first train has one");
     let coarse = &e.ranging[0].estimate;
     // The rates probed come from the measured send gaps: the 67-packet coarse train (issue 19
     // session 7; 31 packets before) has more gaps a loopback pacer sends a little early, and

@@ -66,7 +66,8 @@ fn small_train() -> TrainDesign {
 fn huge_spacing_is_refused_and_cannot_lock_clients_out() {
     let server = serve(ServerConfig { max_concurrent: 4, ..ServerConfig::default() });
     let addr = server.local_addr();
-    let evil = TrainParams { method: Method::PathQuick, spacing: Dur(1 << 63), step: 12, size: 100, count: 3 };
+    let evil =
+        TrainParams { method: Method::PathQuick, spacing: Dur(1 << 63), step: 12, size: 100, count: 3, burst: 0 };
     for i in 0..8u64 {
         let v = handshake(addr, 1000 + i);
         match start(&v, i as u32, evil, Duration::from_secs(1)) {
@@ -98,7 +99,7 @@ fn wrapping_products_are_refused() {
     ] {
         nonce += 1;
         let v = handshake(addr, nonce);
-        let p = TrainParams { method: Method::PathQuick, spacing: Dur(spacing), step, size, count };
+        let p = TrainParams { method: Method::PathQuick, spacing: Dur(spacing), step, size, count, burst: 0 };
         match start(&v, 1, p, Duration::from_secs(1)) {
             Some(Msg::Reject { reason: RejectReason::OverCap, .. }) => {}
             other => panic!("{p:?}: expected an over-cap REJECT, got {other:?}"),
@@ -178,4 +179,51 @@ fn the_client_fits_its_train_to_the_announced_caps_and_says_so() {
     let h2 = serve(ServerConfig::default());
     let e2 = estimate_addr(h2.local_addr(), &EstimateOptions::default()).unwrap();
     assert_eq!(e2.fitted_to_caps, None);
+}
+
+/// A START that asks for a capacity burst gets the train, then the burst: the last packet's
+/// size again, indices from the train's count on, and an END that counts them. A burst above
+/// `MAX_BURST`, or one that takes the train over the packet cap, is refused.
+#[test]
+fn a_capacity_burst_follows_the_train_within_the_caps() {
+    let server = serve(ServerConfig { max_packets: 40, ..ServerConfig::default() });
+    let v = handshake(server.local_addr(), 11);
+    let params = TrainParams::from_design(&small_train()).unwrap().with_burst(5);
+    let first = start(&v, 1, params, Duration::from_secs(2)).expect("the train");
+    let mut probes = Vec::new();
+    let mut msg = Some(first);
+    let mut buf = [0u8; 2048];
+    // 30 packets, 58 ms, then the burst and the END; bounded by the read timeout.
+    let end = loop {
+        match msg {
+            Some(Msg::Probe { index, count, .. }) => probes.push((index, count)),
+            Some(Msg::End { sent, .. }) => break sent,
+            Some(other) => panic!("unexpected {other:?}"),
+            None => panic!("no END after {} probes", probes.len()),
+        }
+        msg = v.sock.recv(&mut buf).ok().and_then(|n| {
+            let m = Msg::decode(&buf[..n]).ok()?;
+            if matches!(m, Msg::Probe { .. }) {
+                // The burst's packets are the train's last size: 1,208 B at the IP level.
+                let index = u16::from_be_bytes([buf[8], buf[9]]);
+                if index >= 29 {
+                    assert_eq!(n as u64 + 28, 1208, "packet {index}");
+                }
+            }
+            Some(m)
+        });
+    };
+    assert_eq!(probes.len(), 35, "{probes:?}");
+    assert_eq!(probes.iter().map(|p| p.0).collect::<Vec<_>>(), (0..35).collect::<Vec<u16>>());
+    assert!(probes.iter().all(|p| p.1 == 30), "every packet names the train's count");
+    assert_eq!(end, 35, "the END counts the burst");
+    let too_long = params.with_burst(headroom_net::wire::MAX_BURST + 1);
+    match start(&v, 2, too_long, Duration::from_secs(2)) {
+        Some(Msg::Reject { reason: RejectReason::BadDesign, .. }) => {}
+        other => panic!("a burst above MAX_BURST: {other:?}"),
+    }
+    match start(&v, 3, params.with_burst(11), Duration::from_secs(2)) {
+        Some(Msg::Reject { cap: Some(Cap { kind: CapKind::Packets, value: 40 }), .. }) => {}
+        other => panic!("30 + 11 packets against a cap of 40: {other:?}"),
+    }
 }

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use super::autorange::{AutoRange, Ladder, LadderStep, DEFAULT_TOP};
 use super::train::{JudgePolicy, TrainJudge};
-use super::{EstimatorConfig, Outcome, QuickDesign, TrainVerdict, RAMP_DECREASE_FACTOR};
+use super::{EstimatorConfig, Outcome, QuickDesign, TrainPacket, TrainVerdict, RAMP_DECREASE_FACTOR};
 use crate::rng::Rng;
 use crate::stats::Sorted;
 use crate::units::{Bytes, Dur, Time};
@@ -80,10 +80,29 @@ impl Path {
     }
 }
 
+/// How far apart the server sends a capacity burst's packets in the harness (s): one
+/// `send_to` of a 1,500-byte datagram, mostly 4–6 µs apart on the testbed (issue 19, session
+/// 20).
+pub const BURST_SEND_GAP: f64 = 5e-6;
+
 /// One train of `design` asked for at `start` (s, the client's clock = the path's): its verdict
 /// and when the client had it.
 pub fn run_train(path: &mut Path, design: &QuickDesign, start: f64, cut: bool, cfg: EstimatorConfig) -> TrainVerdict {
-    let schedule = design.schedule();
+    run_train_with_burst(path, design, start, cut, cfg, 0)
+}
+
+/// [`run_train`] followed by a capacity burst of `burst` packets of the train's last size,
+/// [`BURST_SEND_GAP`] apart ([`TrainJudge::with_burst`]).
+pub fn run_train_with_burst(
+    path: &mut Path,
+    design: &QuickDesign,
+    start: f64,
+    cut: bool,
+    cfg: EstimatorConfig,
+    burst: u32,
+) -> TrainVerdict {
+    let mut schedule = design.schedule();
+    let n = schedule.len();
     let len = design.train_length();
     let rtt = Dur::from_secs_f64(2.0 * path.delay);
     let policy = if cut {
@@ -95,7 +114,14 @@ pub fn run_train(path: &mut Path, design: &QuickDesign, start: f64, cut: bool, c
         JudgePolicy::socket_receiver(None, len + Dur::from_secs(2))
     };
     let ns = |s: f64| Time((s * 1e9).round() as u64);
-    let mut judge = TrainJudge::new(&schedule, ns(start), policy, cfg);
+    let mut judge = TrainJudge::new(&schedule, ns(start), policy, cfg).with_burst(burst);
+    let last = schedule[n - 1];
+    schedule.extend(
+        (1..=burst).map(|j| TrainPacket {
+            offset: last.offset + Dur::from_secs_f64(j as f64 * BURST_SEND_GAP),
+            size: last.size,
+        }),
+    );
     let first = start + path.delay;
     let mut arrivals: Vec<(f64, u32, f64)> = Vec::new();
     for (i, p) in schedule.iter().enumerate() {
@@ -105,7 +131,7 @@ pub fn run_train(path: &mut Path, design: &QuickDesign, start: f64, cut: bool, c
             arrivals.push((dep + path.delay, i as u32, dep + path.delay + noise));
         }
     }
-    let end_sent = first + len.as_secs_f64();
+    let end_sent = first + schedule[schedule.len() - 1].offset.as_secs_f64();
     let end = path.send(end_sent, 320.0).map(|d| d + path.delay);
     arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
     for (now, i, stamp) in arrivals {
@@ -174,9 +200,10 @@ pub fn run_ladder(path: &mut Path, mut ladder: Ladder, t0: f64) -> LadderRun {
     let mut step = ladder.first().expect("first train");
     loop {
         match step {
-            LadderStep::Train { design, whole, wait } => {
+            LadderStep::Train { design, whole, wait, burst } => {
                 t += wait.as_secs_f64();
-                let v = run_train(path, &design, t, !whole, cfg);
+                let v = run_train_with_burst(path, &design, t, !whole, cfg, burst);
+                ladder.on_burst(&v.burst);
                 let took = v.judgement.ready_at.0 as f64 / 1e9 - t;
                 let decided = v.judgement.decided_at.0 as f64 / 1e9;
                 time += took;

@@ -261,6 +261,9 @@ pub struct TrainVerdict {
     pub records: Vec<ProbeRecord>,
     /// Packets whose first copy arrived after the verdict.
     pub after_judging: u32,
+    /// The capacity burst's records ([`TrainJudge::with_burst`]; empty without one): indices
+    /// from the schedule's length on, each the size of the train's last packet.
+    pub burst: Vec<ProbeRecord>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,6 +278,9 @@ struct Slot {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainJudge {
     slots: Vec<Slot>,
+    /// The capacity burst after the train ([`TrainJudge::with_burst`]).
+    burst: Vec<Slot>,
+    burst_received: u32,
     origin: Time,
     policy: JudgePolicy,
     estimator: EstimatorConfig,
@@ -300,6 +306,8 @@ impl TrainJudge {
     pub fn new(schedule: &[TrainPacket], origin: Time, policy: JudgePolicy, estimator: EstimatorConfig) -> TrainJudge {
         TrainJudge {
             slots: schedule.iter().map(|&scheduled| Slot { scheduled, sent_at: None, received: None }).collect(),
+            burst: Vec::new(),
+            burst_received: 0,
             origin,
             policy,
             estimator,
@@ -313,6 +321,19 @@ impl TrainJudge {
             slip: Dur::ZERO,
             pacing: None,
         }
+    }
+
+    /// The sender follows the train with `packets` more of its last packet's size, sent back
+    /// to back, indices from the schedule's length on (a capacity burst:
+    /// [`super::dispersion::burst_capacity`]). They are not judged with the train; the train is
+    /// complete ([`JudgeReason::AllReceived`]) only when they are in too, so a driver reads the
+    /// burst before it asks for the next train, and the next train does not meet the burst's
+    /// queue.
+    pub fn with_burst(mut self, packets: u32) -> TrainJudge {
+        let last =
+            self.slots.last().map_or(TrainPacket { offset: Dur::ZERO, size: crate::units::Bytes(0) }, |s| s.scheduled);
+        self.burst = (0..packets).map(|_| Slot { scheduled: last, sent_at: None, received: None }).collect();
+        self
     }
 
     pub fn state(&self) -> JudgeState {
@@ -358,7 +379,15 @@ impl TrainJudge {
     /// time stands in). Judges the train at once when it was the last one missing.
     pub fn on_packet(&mut self, now: Time, index: u32, send_time: Option<Time>, recv_time: Time) -> PacketFate {
         let judged = matches!(self.state, JudgeState::Judged(_));
-        let Some(slot) = self.slots.get_mut(index as usize) else { return PacketFate::NotInTrain };
+        let n = self.slots.len();
+        let in_burst = (index as usize).checked_sub(n).filter(|&j| j < self.burst.len());
+        let slot = match in_burst {
+            Some(j) => &mut self.burst[j],
+            None => match self.slots.get_mut(index as usize) {
+                Some(slot) => slot,
+                None => return PacketFate::NotInTrain,
+            },
+        };
         if slot.received.is_some() {
             self.duplicates += 1;
             return PacketFate::Duplicate;
@@ -368,6 +397,12 @@ impl TrainJudge {
             return PacketFate::AfterJudging;
         }
         slot.received = Some((send_time, recv_time));
+        if in_burst.is_some() {
+            self.burst_received += 1;
+            self.last_input = now;
+            self.judge_if_complete(now);
+            return PacketFate::Accepted;
+        }
         if let Some(st) = send_time {
             let a = Time(now.0.saturating_sub(st.0));
             self.anchor = Some(self.anchor.map_or(a, |x| x.min(a)));
@@ -375,10 +410,15 @@ impl TrainJudge {
         }
         self.received += 1;
         self.last_input = now;
-        if self.received as usize == self.slots.len() {
+        self.judge_if_complete(now);
+        PacketFate::Accepted
+    }
+
+    /// Every packet of the train and of its burst is in: judged at once.
+    fn judge_if_complete(&mut self, now: Time) {
+        if self.received as usize == self.slots.len() && self.burst_received as usize == self.burst.len() {
             self.judge(JudgeReason::AllReceived, now, now);
         }
-        PacketFate::Accepted
     }
 
     /// The end of the train is known at `now` (the first report counts).
@@ -494,10 +534,22 @@ impl TrainJudge {
                 }
             })
             .collect();
+        let n = self.slots.len();
+        let burst = self
+            .burst
+            .iter()
+            .enumerate()
+            .map(|(j, s)| ProbeRecord {
+                index: (n + j) as u32,
+                send_time: s.received.and_then(|r| r.0).unwrap_or(Time(s.scheduled.offset.0)),
+                recv_time: s.received.map(|r| r.1),
+                size: s.scheduled.size,
+            })
+            .collect();
         let schedule: Vec<TrainPacket> = self.slots.iter().map(|s| s.scheduled).collect();
         let mut estimate = judge_records(&schedule, &records, self.pacing, &self.estimator);
         estimate.duplicates += self.duplicates;
-        Some(TrainVerdict { judgement, estimate, records, after_judging: self.after_judging })
+        Some(TrainVerdict { judgement, estimate, records, after_judging: self.after_judging, burst })
     }
 }
 
@@ -804,6 +856,56 @@ mod tests {
         assert_eq!(v.records[7].send_time, Time(s[7].offset.0), "a lost packet keeps its scheduled offset");
         // Listening ends at the linger.
         assert_eq!(rx.poll(Time(61 * MS) + SOCKET_LINGER_FOR_END), Poll::Done);
+    }
+
+    #[test]
+    fn a_capacity_burst_is_waited_for_and_recorded_apart_from_the_train() {
+        // Three burst packets behind the 30-packet train, 10 µs apart after the last one.
+        let s = schedule();
+        let last = s[29];
+        let burst_at = |j: u64| recv_of(&last) + Dur(j * 10_000 + 10_000);
+        let mut j = receiver(None).with_burst(3);
+        feed(&mut j, 0..30);
+        assert_eq!(j.state(), JudgeState::Collecting, "the train is in, its burst is not");
+        let arrive = |j: &mut TrainJudge, k: u32| {
+            let at = burst_at(k as u64);
+            j.on_packet(Time(at.0 - 5_000 * MS), 30 + k, Some(Time(last.offset.0 + k as u64 * 2_000)), at)
+        };
+        assert_eq!(arrive(&mut j, 0), PacketFate::Accepted);
+        assert_eq!(arrive(&mut j, 0), PacketFate::Duplicate);
+        assert_eq!(arrive(&mut j, 2), PacketFate::Accepted);
+        assert_eq!(j.on_packet(Time(90 * MS), 33, None, Time(0)), PacketFate::NotInTrain, "past the burst");
+        assert_eq!(j.received(), 30, "burst packets are not the train's");
+        assert_eq!(arrive(&mut j, 1), PacketFate::Accepted);
+        let v = j.verdict().expect("judged when the burst's last packet came");
+        let done = Time(burst_at(1).0 - 5_000 * MS);
+        assert_eq!(v.judgement, Judgement { reason: JudgeReason::AllReceived, decided_at: done, ready_at: done });
+        assert_eq!(v.records.len(), 30, "the train is judged on its own packets");
+        assert_eq!(v.estimate.packets, 30);
+        assert_eq!(v.estimate.duplicates, 1);
+        let burst: Vec<(u32, Bytes, Option<Time>)> = v.burst.iter().map(|r| (r.index, r.size, r.recv_time)).collect();
+        assert_eq!(
+            burst,
+            vec![
+                (30, last.size, Some(burst_at(0))),
+                (31, last.size, Some(burst_at(1))),
+                (32, last.size, Some(burst_at(2)))
+            ]
+        );
+        // A burst packet lost: the train is judged at the END's grace, the burst packet without
+        // a receive time, and the train itself lost nothing.
+        let mut j = receiver(None).with_burst(2);
+        feed(&mut j, 0..30);
+        arrive(&mut j, 0);
+        j.on_end(Time(80 * MS));
+        assert_eq!(j.poll(Time(80 * MS) + SOCKET_END_GRACE), Poll::Done);
+        let v = j.verdict().unwrap();
+        assert_eq!(v.judgement.reason, JudgeReason::EndOfTrain);
+        assert_eq!(v.estimate.lost, 0);
+        assert_eq!(v.burst.iter().map(|r| r.recv_time.is_some()).collect::<Vec<_>>(), vec![true, false]);
+        // Without a burst, packet 30 is not part of the train.
+        let mut j = receiver(None);
+        assert_eq!(j.on_packet(Time(90 * MS), 30, None, Time(0)), PacketFate::NotInTrain);
     }
 
     #[test]
