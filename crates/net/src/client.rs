@@ -1061,12 +1061,14 @@ pub fn reread(
 /// ([`burst_after_earlier_trains`]): one that saw no shaper and lost no packet, as its first
 /// arrival and the bytes that arrived; `None` for any other.
 fn earlier_train(rep: &TrainReport) -> Option<EarlierTrain> {
-    if rep.estimate.shaper.is_some() || rep.records.iter().any(|r| r.recv_time.is_none()) {
+    // The capacity burst took tokens from the bucket too (issue 19, session 20).
+    let packets = || rep.records.iter().chain(&rep.burst);
+    if rep.estimate.shaper.is_some() || packets().any(|r| r.recv_time.is_none()) {
         return None;
     }
     Some(EarlierTrain {
         first_arrival: rep.records.iter().filter_map(|r| r.recv_time).min()?,
-        bytes: Bytes(rep.records.iter().map(|r| r.size.0).sum()),
+        bytes: Bytes(packets().map(|r| r.size.0).sum()),
     })
 }
 
@@ -1328,6 +1330,38 @@ impl TrainLink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_earlier_trains_tokens_include_its_capacity_burst() {
+        // A 3-packet train of 1,000 B, then a burst of two: the bucket gave 5,000 B of tokens.
+        let record = |index: u32, recv: Option<u64>| ProbeRecord {
+            index,
+            send_time: Time(index as u64 * 1_000_000),
+            recv_time: recv.map(Time),
+            size: Bytes(1000),
+        };
+        let records: Vec<ProbeRecord> = (0..3).map(|i| record(i, Some(5_000_000 + i as u64 * 1_000_000))).collect();
+        let estimate = headroom_core::abw::estimate_train(&records, &EstimatorConfig::default());
+        let report = |burst: Vec<ProbeRecord>| TrainReport {
+            train: 1,
+            estimate: estimate.clone(),
+            elapsed: Duration::ZERO,
+            after_deadline: 0,
+            records: records.clone(),
+            burst,
+            finished_at: Time::ZERO,
+            spacing_error_mean: Dur::ZERO,
+            spacing_error_max: Dur::ZERO,
+            late: 0,
+        };
+        let with = earlier_train(&report(vec![record(3, Some(7_010_000)), record(4, Some(7_020_000))])).unwrap();
+        assert_eq!(with.bytes, Bytes(5000));
+        assert_eq!(with.first_arrival, Time(5_000_000));
+        assert_eq!(earlier_train(&report(Vec::new())).unwrap().bytes, Bytes(3000), "no burst asked");
+        // A burst packet lost: the bucket's queue may have overflowed, so the train is not
+        // counted, as with a train packet lost.
+        assert!(earlier_train(&report(vec![record(3, Some(7_010_000)), record(4, None)])).is_none());
+    }
 
     #[test]
     fn the_probe_socket_gets_a_receive_buffer_for_a_whole_train_up_to_what_it_may() {
