@@ -1129,6 +1129,10 @@ pub struct TrainReceiver {
     judge: TrainJudge,
     /// The END's spacing report: mean and worst send-time error (ns), late packets.
     end: Option<(u32, u32, u16)>,
+    /// Packets the server's END says it sent, and the train's own count: an END that counts
+    /// no more than the train comes from a server that sent no burst (one that predates it).
+    sent: Option<u16>,
+    packets: usize,
     kernel: bool,
 }
 
@@ -1145,6 +1149,8 @@ impl TrainReceiver {
             train,
             judge: TrainJudge::new(schedule, Time::ZERO, policy, estimator),
             end: None,
+            sent: None,
+            packets: schedule.len(),
             kernel: true,
         }
     }
@@ -1163,8 +1169,9 @@ impl TrainReceiver {
                 // Only the packets judged need a kernel timestamp.
                 self.kernel &= kernel || fate != PacketFate::Accepted;
             }
-            Msg::End { train, spacing_err_mean_ns, spacing_err_max_ns, late, .. } if train == self.train => {
+            Msg::End { train, sent, spacing_err_mean_ns, spacing_err_max_ns, late } if train == self.train => {
                 self.end = Some((spacing_err_mean_ns, spacing_err_max_ns, late));
+                self.sent.get_or_insert(sent);
                 self.judge.on_end(now);
                 self.judge.on_pacing(PacingReport {
                     late: late as u32,
@@ -1194,6 +1201,9 @@ impl TrainReceiver {
         }
         let v = self.judge.verdict()?;
         let (mean, max, late) = self.end.unwrap_or((0, 0, 0));
+        // A server that sent no burst: nothing of it was lost (`earlier_train` counts a lost
+        // packet as a bucket that may have run dry).
+        let burst = if self.sent.is_some_and(|n| n as usize <= self.packets) { Vec::new() } else { v.burst };
         Some((
             TrainReport {
                 train: self.train,
@@ -1201,7 +1211,7 @@ impl TrainReceiver {
                 elapsed: Duration::from_nanos(v.judgement.ready_at.0),
                 after_deadline: v.after_judging,
                 records: v.records,
-                burst: v.burst,
+                burst,
                 finished_at,
                 spacing_error_mean: Dur(mean as u64),
                 spacing_error_max: Dur(max as u64),
@@ -1330,6 +1340,40 @@ impl TrainLink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_that_sent_no_burst_leaves_none_lost() {
+        // A 30-packet train asked with a burst of 3 from a server that predates bursts: its END
+        // counts 30. The train is judged at the END's grace, and no burst packet is "lost".
+        let schedule = TrainDesign::PathQuick(QuickDesign {
+            t_quick: Dur::from_millis(1),
+            p_1: Bytes(48),
+            delta_p: Bytes(40),
+            n: 30,
+        })
+        .schedule();
+        let policy = JudgePolicy::socket_receiver(None, Dur::from_secs(2));
+        let run = |end_sent: u16| {
+            let mut rx = TrainReceiver::new(7, &schedule, policy, EstimatorConfig::default()).with_burst(3);
+            for (i, p) in schedule.iter().enumerate() {
+                let at = Time(p.offset.0 + 1_000_000);
+                let probe = Msg::Probe { train: 7, index: i as u16, count: 30, send_offset_ns: p.offset.0 };
+                rx.on_message(at, &probe, at, true).unwrap();
+            }
+            let end = Msg::End { train: 7, sent: end_sent, late: 0, spacing_err_mean_ns: 0, spacing_err_max_ns: 0 };
+            rx.on_message(Time(40_000_000), &end, Time(40_000_000), true).unwrap();
+            assert_eq!(rx.poll(Time(50_000_000)), Poll::Done);
+            rx.finish(Time::ZERO).unwrap().0
+        };
+        let old_server = run(30);
+        assert!(old_server.burst.is_empty(), "{:?}", old_server.burst);
+        assert_eq!(old_server.estimate.lost, 0);
+        assert!(earlier_train(&old_server).is_some(), "the train still counts against a bucket");
+        // A server that sent the burst (END 33) whose packets never came: they were lost.
+        let lost = run(33);
+        assert_eq!(lost.burst.iter().filter(|r| r.recv_time.is_none()).count(), 3);
+        assert!(earlier_train(&lost).is_none());
+    }
 
     #[test]
     fn an_earlier_trains_tokens_include_its_capacity_burst() {
