@@ -721,20 +721,10 @@ impl ProbeSession {
         self.cookie.filter(|(_, at)| now.duration_since(*at) < COOKIE_TRUSTED).map(|(c, _)| Credential::Cookie(c))
     }
 
-    /// One train of `design`, waiting out the server's "not now" within `retry_wait` in all
-    /// (`waited` carries the waiting across the trains of one estimate).
+    /// One train of `design`, followed by a capacity burst of `burst` packets (0: none), waiting
+    /// out the server's "not now" within `retry_wait` in all (`waited` carries the waiting
+    /// across the trains of one estimate).
     fn run_one(
-        &mut self,
-        options: &EstimateOptions,
-        design: &TrainDesign,
-        waited: &mut Duration,
-        handshake: &mut Handshake,
-    ) -> Result<TrainRun, ProbeError> {
-        self.run_one_with_burst(options, design, 0, waited, handshake)
-    }
-
-    /// [`ProbeSession::run_one`] followed by a capacity burst of `burst` packets.
-    fn run_one_with_burst(
         &mut self,
         options: &EstimateOptions,
         design: &TrainDesign,
@@ -837,7 +827,7 @@ impl ProbeSession {
         let mut tracked = None;
         if let Some(fine) = self.track.take().filter(|_| auto_quick) {
             let design = TrainDesign::PathQuick(fine);
-            match self.run_one(options, &design, &mut waited, &mut handshake)? {
+            match self.run_one(options, &design, 0, &mut waited, &mut handshake)? {
                 TrainRun::Done((mut rep, kernel)) if matches!(rep.estimate.outcome, Outcome::Estimate(_)) => {
                     all_kernel &= kernel;
                     if let Some(o) = reread(options, &design, &rep.estimate, &rep.records, self.capacity) {
@@ -892,13 +882,7 @@ impl ProbeSession {
                                 // Within the wire's limit and the packets the server allows.
                                 let room = caps.map_or(u32::MAX, |c| u32::from(c.max_packets).saturating_sub(design.n));
                                 let burst = burst.min(room).min(u32::from(crate::wire::MAX_BURST)) as u8;
-                                let rep = match self.run_one_with_burst(
-                                    run_options,
-                                    &train,
-                                    burst,
-                                    &mut waited,
-                                    &mut handshake,
-                                )? {
+                                let rep = match self.run_one(run_options, &train, burst, &mut waited, &mut handshake)? {
                                     TrainRun::Done((rep, kernel)) => {
                                         all_kernel &= kernel;
                                         rep
@@ -953,7 +937,7 @@ impl ProbeSession {
             None => design,
         };
         while r < repeat {
-            match self.run_one(options, &design, &mut waited, &mut handshake)? {
+            match self.run_one(options, &design, 0, &mut waited, &mut handshake)? {
                 TrainRun::Done((mut rep, kernel)) => {
                     all_kernel &= kernel;
                     if let Some(o) = reread(options, &design, &rep.estimate, &rep.records, self.capacity) {
@@ -1127,11 +1111,11 @@ fn dur(d: Duration) -> Dur {
 pub struct TrainReceiver {
     train: u32,
     judge: TrainJudge,
-    /// The END's spacing report: mean and worst send-time error (ns), late packets.
-    end: Option<(u32, u32, u16)>,
-    /// Packets the server's END says it sent, and the train's own count: an END that counts
-    /// no more than the train comes from a server that sent no burst (one that predates it).
-    sent: Option<u16>,
+    /// The END's spacing report: mean and worst send-time error (ns), late packets; and the
+    /// packets it says were sent.
+    end: Option<(u32, u32, u16, u16)>,
+    /// The train's own packet count: an END that counts no more comes from a server that sent
+    /// no burst (one that predates it).
     packets: usize,
     kernel: bool,
 }
@@ -1149,7 +1133,6 @@ impl TrainReceiver {
             train,
             judge: TrainJudge::new(schedule, Time::ZERO, policy, estimator),
             end: None,
-            sent: None,
             packets: schedule.len(),
             kernel: true,
         }
@@ -1170,8 +1153,7 @@ impl TrainReceiver {
                 self.kernel &= kernel || fate != PacketFate::Accepted;
             }
             Msg::End { train, sent, spacing_err_mean_ns, spacing_err_max_ns, late } if train == self.train => {
-                self.end = Some((spacing_err_mean_ns, spacing_err_max_ns, late));
-                self.sent.get_or_insert(sent);
+                self.end = Some((spacing_err_mean_ns, spacing_err_max_ns, late, sent));
                 self.judge.on_end(now);
                 self.judge.on_pacing(PacingReport {
                     late: late as u32,
@@ -1200,10 +1182,10 @@ impl TrainReceiver {
             return None;
         }
         let v = self.judge.verdict()?;
-        let (mean, max, late) = self.end.unwrap_or((0, 0, 0));
+        let (mean, max, late, sent) = self.end.unwrap_or((0, 0, 0, u16::MAX));
         // A server that sent no burst: nothing of it was lost (`earlier_train` counts a lost
         // packet as a bucket that may have run dry).
-        let burst = if self.sent.is_some_and(|n| n as usize <= self.packets) { Vec::new() } else { v.burst };
+        let burst = if (sent as usize) <= self.packets { Vec::new() } else { v.burst };
         Some((
             TrainReport {
                 train: self.train,

@@ -844,35 +844,28 @@ fn pacer(
         if sent_at > deadline + SLIP_THRESHOLD {
             a.slip += sent_at - deadline;
         }
-        match sock.send_to(pkt, a.job.peer) {
-            Ok(_) => {
-                stats.probes_sent.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                stats.send_errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        send_probe(&sock, pkt, a.job.peer, &stats);
         a.next += 1;
         if a.next == a.job.schedule.len() {
             // The capacity burst: the last packet's size again, back to back, no pacing.
             for j in 0..a.job.burst as usize {
                 let offset = a.start.elapsed().as_nanos() as u64;
                 let pkt = encode_probe(&mut buf, payload, a.job.train, (a.next + j) as u16, count, offset);
-                match sock.send_to(pkt, a.job.peer) {
-                    Ok(_) => {
-                        stats.probes_sent.fetch_add(1, Ordering::Relaxed);
-                        a.burst_sent += 1;
-                    }
-                    Err(_) => {
-                        stats.send_errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+                a.burst_sent += send_probe(&sock, pkt, a.job.peer, &stats) as u32;
             }
             let done = active.swap_remove(i);
             stats.trains_completed.fetch_add(1, Ordering::Relaxed);
             finish(&sock, &mut out, done, &admission, log.then_some("sent"));
         }
     }
+}
+
+/// Sends one probe packet and counts it (sent, or a send error); whether it went out.
+fn send_probe(sock: &UdpSocket, pkt: &[u8], peer: SocketAddr, stats: &ServerStats) -> bool {
+    let sent = sock.send_to(pkt, peer).is_ok();
+    let counter = if sent { &stats.probes_sent } else { &stats.send_errors };
+    counter.fetch_add(1, Ordering::Relaxed);
+    sent
 }
 
 /// Lateness from which the rest of a train is shifted rather than sent in a hurry. A gap is

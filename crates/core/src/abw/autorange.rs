@@ -1832,8 +1832,8 @@ mod tests {
             let at = format!("stamps ±{} µs, within {} % of C", noise * 1e6, within * 100.0);
             assert!(with >= least, "{at} with the burst: {with} of 20");
             // On exact stamps the train's own narrow votes see C too (session 18), though on the
-            // testbed they did in 67 of 207 first trains at this load (docs/results.md, session
-            // 19); on noisy ones they do not.
+            // testbed the train's capacity was within 5 % of C in 67 of 207 first trains at this
+            // load (docs/results.md, session 19); on noisy stamps they do not.
             if noise > 5e-6 {
                 assert!(without <= 2, "the premise: the train's own gaps hide C ({at}: {without} of 20)");
             }

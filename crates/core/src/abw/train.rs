@@ -274,6 +274,19 @@ struct Slot {
     received: Option<(Option<Time>, Time)>,
 }
 
+impl Slot {
+    /// Its record as packet `index` (the module doc, "The records judged").
+    fn record(&self, index: usize) -> ProbeRecord {
+        let fallback = self.sent_at.unwrap_or(Time(self.scheduled.offset.0));
+        ProbeRecord {
+            index: index as u32,
+            send_time: self.received.and_then(|r| r.0).unwrap_or(fallback),
+            recv_time: self.received.map(|r| r.1),
+            size: self.scheduled.size,
+        }
+    }
+}
+
 /// Collects one train by index and judges it (see the module doc).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainJudge {
@@ -521,31 +534,9 @@ impl TrainJudge {
             JudgeReason::Cut => self.slots.iter().rposition(|s| s.received.is_some()).map_or(0, |i| i + 1),
             _ => self.slots.len(),
         };
-        let records: Vec<ProbeRecord> = self.slots[..len]
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let fallback = s.sent_at.unwrap_or(Time(s.scheduled.offset.0));
-                ProbeRecord {
-                    index: i as u32,
-                    send_time: s.received.and_then(|r| r.0).unwrap_or(fallback),
-                    recv_time: s.received.map(|r| r.1),
-                    size: s.scheduled.size,
-                }
-            })
-            .collect();
+        let records: Vec<ProbeRecord> = self.slots[..len].iter().enumerate().map(|(i, s)| s.record(i)).collect();
         let n = self.slots.len();
-        let burst = self
-            .burst
-            .iter()
-            .enumerate()
-            .map(|(j, s)| ProbeRecord {
-                index: (n + j) as u32,
-                send_time: s.received.and_then(|r| r.0).unwrap_or(Time(s.scheduled.offset.0)),
-                recv_time: s.received.map(|r| r.1),
-                size: s.scheduled.size,
-            })
-            .collect();
+        let burst = self.burst.iter().enumerate().map(|(j, s)| s.record(n + j)).collect();
         let schedule: Vec<TrainPacket> = self.slots.iter().map(|s| s.scheduled).collect();
         let mut estimate = judge_records(&schedule, &records, self.pacing, &self.estimator);
         estimate.duplicates += self.duplicates;
