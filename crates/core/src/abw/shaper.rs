@@ -104,6 +104,19 @@
 //!    `fifo100_cross30_{a,b}.csv`) strayed 19 and 30 µs from their lines (passing (d)) but had
 //!    `R/ρ̂` = 1.03 and 1.09 over 20 ms.
 //!
+//!    (f) The burst reached the receiver as it was sent: the packets from `j₀` to the regime
+//!    were received over at least `1/`[`MAX_BURST_COMPRESSION`] of the time they were sent
+//!    over (less two delay floors). A bucket with tokens passes each packet when it comes, at
+//!    the train's rate, and a link behind it can only space them further; packets received
+//!    many times faster than sent were held in a queue and released together, a stall of the
+//!    path, not a burst. On the testbed's 10 Mbit/s link with 9 Mbit/s of cross traffic the
+//!    delay box, late by some 400 µs, released the first coarse train's first 20 packets
+//!    within 43 µs (sent over 456 µs), then the rest at 10 Mbit/s: rules (a)–(e) called it a
+//!    shaper of 9.995 Mbit/s with a 3.8 KB burst, and the estimate answered `C` for `A` = 1
+//!    (fixture `fifo10_cross9_box_clump.csv`; issue 19 session 21). Every bucket train of the
+//!    unit tests and fixtures was received over 0.93–1.01 times its send time there, the
+//!    clump over a tenth of it; the factor 2 between them is ours.
+//!
 //! Then the available bandwidth reported is `ρ̂` (the sustained rate), and `σ̂` is extra output.
 //!
 //! **Cross traffic through the same bucket** takes turns with the train at the bucket, so the
@@ -163,6 +176,10 @@ pub const MAX_STALLED_PACKETS: usize = 3;
 /// The rate `R` at which the receiver got the burst, over the token rate, at least (decision
 /// rule (e) of the module doc).
 pub const MIN_LEVEL_SHIFT: f64 = 1.2;
+
+/// The receiver got the packets before the regime at most this many times faster than they
+/// were sent (decision rule (f) of the module doc).
+pub const MAX_BURST_COMPRESSION: f64 = 2.0;
 
 /// Size step of auto-ranging's fine train when shapers are looked for: a quarter of the
 /// paper's 12 B, so the train carries four times the bytes beyond any rate it crosses (485
@@ -269,6 +286,9 @@ pub enum NotAShaper {
     /// token rate before the regime, and the rate `R` it got them at over the token rate (NaN
     /// when rule (c) refused first).
     NoLevelShift { seen: f64, ratio: f64 },
+    /// Rule (f): the packets before the regime reached the receiver in less time than they
+    /// were sent over, by more than [`MAX_BURST_COMPRESSION`] (both in ns).
+    Clumped { received_ns: f64, sent_ns: f64 },
 }
 
 /// Detects a token-bucket shaper (module doc); `None` when the signature is not one.
@@ -382,6 +402,11 @@ pub fn examine(sig: &Signature) -> Result<ShaperEstimate, NotAShaper> {
     let shift = 1.0 + seen * 8.0 / (per_ns * tau_ns.max(1.0));
     if shift < MIN_LEVEL_SHIFT {
         return Err(NotAShaper::NoLevelShift { seen, ratio: shift });
+    }
+    // (f) the burst left the bucket as it was sent: not received in a clump.
+    let sent_ns = (sig.send_ns[last] - sig.send_ns[j0]) as f64;
+    if tau_ns + 2.0 * sig.floor_ns < sent_ns / MAX_BURST_COMPRESSION {
+        return Err(NotAShaper::Clumped { received_ns: tau_ns, sent_ns });
     }
     Ok(ShaperEstimate {
         rate: Rate(rho.round() as u64),
@@ -688,6 +713,34 @@ mod tests {
             let e = estimate_train(&path(&sched, Some((rho, burst)), 200e6, 0.0, 4, 5000.0), &cfg());
             within_goal(&e, rho, burst).unwrap_or_else(|why| panic!("ρ {rho} σ {burst}: {why}"));
         }
+    }
+
+    #[test]
+    fn a_train_released_in_a_clump_is_not_a_shaper() {
+        // The first coarse train (23–500 Mbit/s, 67 packets) on the testbed's 10 Mbit/s exact
+        // link with 9 Mbit/s of Poisson cross traffic (session 21, A = 1 Mbit/s): the delay box
+        // released its first 20 packets together, within 43 µs, then the rest at 10 Mbit/s.
+        // Rules (a)–(e) read a 9.995 Mbit/s shaper with a 3.8 KB burst; rule (f) refuses the
+        // clump, and the train reads as with detection off.
+        let records = recorded(include_str!("fixtures/fifo10_cross9_box_clump.csv"));
+        let on = estimate_train(&records, &cfg());
+        let off = estimate_train(&records, &EstimatorConfig { detect_shaper: false, ..cfg() });
+        assert_eq!(on.shaper, None, "{:?}", on.shaper);
+        assert_eq!(on.outcome, off.outcome);
+        // The same train with the clump spread out as sent is read as before rule (f): the
+        // burst is there, and only the clump refuses it.
+        let spread: Vec<ProbeRecord> = records
+            .iter()
+            .map(|r| match (r.index, r.recv_time) {
+                (0..=19, Some(_)) => {
+                    let late = records[19].recv_time.unwrap().0 - records[19].send_time.0;
+                    ProbeRecord { recv_time: Some(Time(r.send_time.0 + late)), ..*r }
+                }
+                _ => *r,
+            })
+            .collect();
+        let as_sent = estimate_train(&spread, &cfg());
+        assert!(as_sent.shaper.is_some(), "{:?}", as_sent);
     }
 
     #[test]
