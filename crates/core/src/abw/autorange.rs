@@ -1671,6 +1671,13 @@ mod tests {
         let mut answered = l.clone();
         assert_eq!(answered.on_verdict(&fine, &top, &lossy(fit.bps() as f64)).unwrap(), LadderStep::Answer(2));
         assert_eq!(answered.refined(), Some(&Outcome::Estimate(fit)));
+        // Queued from its first packet (A below the train's lowest rate): the confirmed
+        // reading below the range is the answer too (session 21).
+        let a = fine.b_min().bps() as f64 / 2.0;
+        let mut answered = l.clone();
+        assert_eq!(answered.on_verdict(&fine, &top, &lossy(a)).unwrap(), LadderStep::Answer(2));
+        let Some(Outcome::Estimate(read)) = answered.refined() else { panic!("{:?}", answered.refined()) };
+        assert!((read.bps() as f64 - a).abs() < 0.01 * 10e6, "{read} for A = {a}, the fit {fit}");
     }
 
     #[test]
