@@ -52,7 +52,10 @@
 //!   it the best fit put the crossing at the lowest rate with a serialisation slope of
 //!   1/(83 Gbit/s), the whole rise taken as queue and just over the 20 µs floor (11 of 153 idle
 //!   estimates there, issue 19 session 19). A queue from the first gap grows as a parabola, which
-//!   keeps a quarter of its rise beyond the best line: milliseconds for any real one.
+//!   keeps a quarter of its rise beyond the best line: milliseconds for any real one. The same
+//!   holds for a crossing within the first [`super::excursion::EARLY_CROSSING`] of the gaps
+//!   (session 21: stalls put the crossing 2–24 % of the way in on that link), which then reads
+//!   **above range** too.
 //! - Otherwise `A` is the estimate.
 //!
 //! Choices: the grid step, the floor tests and the tie are ours; equal-size trains
