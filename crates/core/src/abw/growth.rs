@@ -54,7 +54,7 @@
 //!   estimates there, issue 19 session 19). A queue from the first gap grows as a parabola, which
 //!   keeps a quarter of its rise beyond the best line: milliseconds for any real one. The same
 //!   holds for a crossing within the first [`super::excursion::EARLY_CROSSING`] of the gaps
-//!   (session 21: stalls put the crossing 2–24 % of the way in on that link), which then reads
+//!   (session 21: stalls put the crossing 2–41 % of the way in on that link), which then reads
 //!   **above range** too.
 //! - Otherwise `A` is the estimate.
 //!
