@@ -784,9 +784,10 @@ impl Ladder {
             .or_else(|| super::dispersion::capacity_vote(records, DISPERSION_NOISE))
     }
 
-    /// A fine train read "above range", or "below range" with packets lost, or cut by the
-    /// judging deadline before it showed a knee, with the capacity known and its delays
-    /// confirming its busy reading ([`super::dispersion::confirmed_reading`]): that reading. Not
+    /// A fine train read "above range", or "below range" (without losses: a reading at least
+    /// [`BELOW_RANGE_OVERRULED`] times the bound), or cut by the judging deadline before it
+    /// showed a knee, with the capacity known and its delays confirming its busy reading
+    /// ([`super::dispersion::confirmed_reading`]): that reading. Not
     /// for a train that lost more than the estimator allows, or that was badly paced (its gaps
     /// did not probe their rates), or a shaper's.
     ///
@@ -810,8 +811,7 @@ impl Ladder {
     ) -> Option<Rate> {
         let c = self.capacity?;
         let candidate = match &estimate.outcome {
-            Outcome::AboveRange { .. } => true,
-            Outcome::BelowRange { .. } => true,
+            Outcome::AboveRange { .. } | Outcome::BelowRange { .. } => true,
             Outcome::Inconclusive { reason } => {
                 cut && matches!(reason, InconclusiveReason::Cut { why: CutShort::NoKnee, .. })
             }
