@@ -105,6 +105,31 @@ use std::fmt;
 /// stays pathChirp's 1.5.
 pub const RAMP_DECREASE_FACTOR: f64 = 5.0;
 
+/// A terminated excursion that rose within one gap by more than this many times the gap's
+/// send spacing, and peaked more than [`ABRUPT_HEIGHT`] delay floors above its start, is an
+/// abrupt spike: a stall of the path (or one huge burst), not the train's queue. When the
+/// queue-growth fit's growth is made of such spikes only (the fit over the other packets grows
+/// by at most the floor), the train read no queue: "above range" (issue 19, session 22).
+///
+/// Why: a train's own queue grows by at most its packet's serialisation per gap, and cross
+/// traffic adds its arrivals during the gap: a rise of four spacings within one gap takes four
+/// capacities' worth of traffic arriving at once (with 1,500-byte Poisson cross traffic at
+/// 90 % of a 500 Mbit/s link, at least four packets in one 24 µs gap, 1.3 % of gaps; eight
+/// spacings would need ten packets). On the testbed's idle 500 Mbit/s link the delay box
+/// stalled: rises of 100–1,100 µs within one or two 24 µs gaps that drained back to the
+/// floor, and the fit, least squares over every packet, took the tall spike as a queue
+/// (answers of 260 and 270 Mbit/s, and a first coarse train read at 206). The spike's packets
+/// are those of the terminated excursion and those after its end while the delay still
+/// falls towards its start (the excursion ends at a fifth of its peak with `F` = 5).
+/// Replayed (`headroom probe-replay`) over session 21's dumps, the rule changed three idle
+/// 500 Mbit/s estimates and nothing else; a factor of 8 took one of them only, and without the
+/// abruptness test (tall terminated excursions only) the 10 Mbit/s path's answers moved under
+/// 9 Mbit/s of cross traffic. The factors are ours.
+pub const ABRUPT_RISE: f64 = 4.0;
+
+/// The least peak of an abrupt spike, in delay floors ([`ABRUPT_RISE`]).
+pub const ABRUPT_HEIGHT: f64 = 2.0;
+
 /// A queue-growth fit whose crossing lies within this share of the train's gaps, and whose
 /// growth a straight line in the packet sizes takes to within the delay floor, is the train's
 /// serialisation and the delay box's stalls, not a queue: "above range" (issue 19, session 21;
@@ -399,6 +424,26 @@ fn ramp_top(size: &[Bytes], own: &[i128]) -> f64 {
     }
 }
 
+/// Packets in abrupt spikes ([`ABRUPT_RISE`]): for each `terminated` excursion `(start, end,
+/// peak)` (positions in `q`, the size-corrected delays) that peaked more than [`ABRUPT_HEIGHT`]
+/// floors above its start and rose in one gap `k` by more than `ABRUPT_RISE · weight[k]`, its
+/// packets after the start, and those after its end while the delay keeps falling and is
+/// still more than the floor above the start.
+fn abrupt_spikes(q: &[f64], weight: &[f64], terminated: &[(usize, usize, f64)], floor: f64) -> Vec<bool> {
+    let mut spike = vec![false; q.len()];
+    for &(i, j, peak) in terminated {
+        let abrupt = (i..j).any(|k| q[k + 1] - q[k] > ABRUPT_RISE * weight[k]);
+        if peak > ABRUPT_HEIGHT * floor && abrupt {
+            let mut e = j;
+            while e + 1 < q.len() && q[e] - q[i] > floor && q[e] < q[e - 1] + floor {
+                e += 1;
+            }
+            spike[i + 1..e].iter_mut().for_each(|s| *s = true);
+        }
+    }
+    spike
+}
+
 /// Estimates the available bandwidth from one train (see the module doc).
 pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEstimate {
     let mut sorted: Vec<ProbeRecord> = records.to_vec();
@@ -532,6 +577,9 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let mut marks: Vec<Option<f64>> = vec![None; gaps];
     let mut excursions = Vec::new();
     let mut unterminated: Option<usize> = None;
+    // Terminated excursions by position: (start, end, peak above the start), for
+    // `abrupt_spikes`.
+    let mut terminated: Vec<(usize, usize, f64)> = Vec::new();
     let mut i = next_rise(0);
     while i < gaps {
         let mut peak = 0.0f64;
@@ -546,6 +594,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         }
         match end {
             Some(j) => {
+                terminated.push((i, j, peak));
                 let busy = j - i >= l_busy;
                 if busy {
                     for k in i..j {
@@ -638,7 +687,19 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     let varying = sizes.iter().any(|&v| v != sizes[0]);
     let growth_fit = if cfg.growth_fit {
         let q_raw: Vec<f64> = q_raw.iter().map(|&v| (v - q_raw[0]) as f64).collect();
-        super::growth::fit(&q_raw, varying.then_some(&sizes[..]), &rate, &weight)
+        let all = super::growth::fit(&q_raw, varying.then_some(&sizes[..]), &rate, &weight);
+        // Growth made of abrupt spikes that came back down is no queue (`ABRUPT_RISE`).
+        let spikes = abrupt_spikes(&q, &weight, &terminated, floor);
+        match all {
+            Some(g) if g.growth > floor && spikes.iter().any(|&s| s) => {
+                let keep: Vec<bool> = spikes.iter().map(|&s| !s).collect();
+                match super::growth::fit_kept(&q_raw, varying.then_some(&sizes[..]), &rate, &weight, Some(&keep)) {
+                    Some(without) if without.growth <= floor => Some(without),
+                    _ => all,
+                }
+            }
+            _ => all,
+        }
     } else {
         None
     };
@@ -1250,8 +1311,11 @@ mod growth_fit_verdicts {
             [include_str!("fixtures/fifo500_idle_stall_134.csv"), include_str!("fixtures/fifo500_idle_stall_195.csv")]
         {
             let records = harness::recorded(csv);
-            let g = above_the_top(&records);
-            // The crossing past the second gap, the growth a straight line in the sizes.
+            above_the_top(&records);
+            // The crossing past the second gap, the growth a straight line in the sizes. (The
+            // first train's stalls are abrupt spikes too: `ABRUPT_RISE` reads it above range
+            // as well, and its reported fit is the one without them.)
+            let g = whole_train_fit(&records);
             assert!(g.rate > 130e6 && g.beyond_serialisation <= 20_000.0, "{g:?}");
             // A queue that starts as early is still a queue, never "above range": the same train
             // with 300 Mbit/s of Poisson cross traffic (A = 200 Mbit/s, 20 % of the way in).
@@ -1259,6 +1323,75 @@ mod growth_fit_verdicts {
                 assert!(!matches!(r.outcome, Outcome::AboveRange { .. }), "seed {seed}: {:?}", r.outcome);
             }
         }
+    }
+
+    #[test]
+    fn a_stalls_abrupt_spike_that_drains_back_is_no_queue() {
+        // An answer train (126–500 Mbit/s) on the testbed's idle 500 Mbit/s link (session 22):
+        // 312 packets at the floor, then one gap rose by 1.1 ms and the next 48 drained back at
+        // 22 µs a gap. Least squares over every packet took the spike as a queue from 270 Mbit/s.
+        let records = harness::recorded(include_str!("fixtures/fifo500_idle_stall_spike_270.csv"));
+        let all = whole_train_fit(&records);
+        assert!(all.rate < 300e6 && all.growth > 100_000.0, "the whole train's fit: {all:?}");
+        let g = above_the_top(&records);
+        assert!(g.growth <= 20_000.0, "{g:?}");
+        // The first coarse train of another estimate: two stalls of 120 and 180 µs that drained
+        // back read 206 Mbit/s; now above range, and the ladder's next train is its answer.
+        let coarse = harness::recorded(include_str!("fixtures/fifo500_idle_stall_spike_coarse.csv"));
+        let e = estimate_train(&coarse, &fit_config());
+        assert!(matches!(e.outcome, Outcome::AboveRange { .. }), "{:?} {:?}", e.outcome, e.growth_fit);
+        // A queue stays a queue with a spike on it: the answer train through 300 Mbit/s of
+        // Poisson cross traffic (A = 200 Mbit/s) with the recorded spike added to each packet's
+        // receive time (its delay above packet 312's) still grows without the spike.
+        let t0 = records[0].send_time.0;
+        let sched: Vec<TrainPacket> =
+            records.iter().map(|r| TrainPacket { offset: Dur(r.send_time.0 - t0), size: r.size }).collect();
+        let delay = |r: &ProbeRecord| r.recv_time.unwrap().0 - r.send_time.0;
+        let base = delay(&records[312]);
+        for seed in 0..5 {
+            let mut spiked = noisy_path(&sched, 500e6, 300e6, 1_000.0, seed);
+            for (r, recorded) in spiked.iter_mut().zip(&records).skip(313) {
+                let extra = delay(recorded).saturating_sub(base);
+                r.recv_time = r.recv_time.map(|t| crate::units::Time(t.0 + extra));
+            }
+            let e = estimate_train(&spiked, &fit_config());
+            let g = e.growth_fit.expect("the fit ran");
+            assert!(
+                !matches!(e.outcome, Outcome::AboveRange { .. }) && g.growth > 100_000.0,
+                "seed {seed}: {:?} {g:?}",
+                e.outcome
+            );
+        }
+    }
+
+    /// The queue-growth fit over every packet of `records` (all received, in order, sent at
+    /// one spacing).
+    fn whole_train_fit(records: &[ProbeRecord]) -> crate::abw::growth::GrowthFit {
+        let delay = |r: &ProbeRecord| (r.recv_time.unwrap().0 - r.send_time.0) as f64;
+        let q: Vec<f64> = records.iter().map(|r| delay(r) - delay(&records[0])).collect();
+        let sizes: Vec<f64> = records.iter().map(|r| r.size.0 as f64).collect();
+        let weight: Vec<f64> = records.windows(2).map(|w| (w[1].send_time.0 - w[0].send_time.0) as f64).collect();
+        let rate: Vec<f64> = records[1..].iter().zip(&weight).map(|(r, w)| r.size.0 as f64 * 8e9 / w).collect();
+        crate::abw::growth::fit(&q, Some(&sizes), &rate, &weight).unwrap()
+    }
+
+    #[test]
+    fn only_an_abrupt_rise_makes_a_spike() {
+        // Two excursions over 24 µs gaps, floor 20 µs: one rises 150 µs in one gap, the other
+        // 100 µs over ten; both drain back.
+        let mut q = vec![0.0; 40];
+        for k in 0..10 {
+            q[5 + k] = 150_000.0 - 15_000.0 * k as f64;
+            q[21 + k] = 10_000.0 * (k + 1) as f64;
+            q[31 + k.min(8)] = 100_000.0 - 10_000.0 * (k + 2) as f64;
+        }
+        q[39] = 0.0;
+        let weight = vec![24_000.0; 39];
+        let spikes = abrupt_spikes(&q, &weight, &[(4, 15, 150_000.0), (20, 39, 100_000.0)], 20_000.0);
+        assert!(spikes[5..14].iter().all(|&s| s) && !spikes[4], "{spikes:?}");
+        assert!(spikes[20..].iter().all(|&s| !s), "{spikes:?}");
+        // A spike lower than two floors is not one, however abrupt.
+        assert!(abrupt_spikes(&q, &weight, &[(4, 15, 39_000.0)], 20_000.0).iter().all(|&s| !s));
     }
 
     #[test]

@@ -56,6 +56,12 @@
 //!   holds for a crossing within the first [`super::excursion::EARLY_CROSSING`] of the gaps
 //!   (session 21: stalls put the crossing 2–41 % of the way in on that link), which then reads
 //!   **above range** too.
+//! - The growth made only of abrupt spikes that came back down ([`super::excursion::ABRUPT_RISE`]:
+//!   a rise of more than four send spacings within one gap, a stall of the path): the caller
+//!   fits again without their packets ([`fit_kept`]); growth within the floor there reads
+//!   **above range** (session 22: the testbed's delay box stalled for up to 1.1 ms on an idle
+//!   500 Mbit/s link, and least squares over every packet took the spike for a queue from
+//!   270 Mbit/s).
 //! - Otherwise `A` is the estimate.
 //!
 //! Choices: the grid step, the floor tests and the tie are ours; equal-size trains
@@ -85,10 +91,26 @@ pub struct GrowthFit {
 /// adds the serialisation term `s·P_k` to the model, fitted with the rest (module doc); pass
 /// `None` for equal-size trains. `None` with fewer than three packets or no spread of rates.
 pub fn fit(q: &[f64], size: Option<&[f64]>, rate: &[f64], weight: &[f64]) -> Option<GrowthFit> {
+    fit_kept(q, size, rate, weight, None)
+}
+
+/// [`fit`] with the least squares over the packets `keep` marks only; the excess `H_k(A)` still
+/// accumulates over every gap. `None` also when fewer than three packets are kept.
+pub fn fit_kept(
+    q: &[f64],
+    size: Option<&[f64]>,
+    rate: &[f64],
+    weight: &[f64],
+    keep: Option<&[bool]>,
+) -> Option<GrowthFit> {
     let m = q.len();
     if m < 3 || rate.len() + 1 != m || weight.len() + 1 != m || size.is_some_and(|s| s.len() != m) {
         return None;
     }
+    if keep.is_some_and(|k| k.len() != m || k.iter().filter(|&&x| x).count() < 3) {
+        return None;
+    }
+    let kept = |k: usize| keep.is_none_or(|keep| keep[k]);
     let lo = rate.iter().cloned().fold(f64::INFINITY, f64::min);
     let hi = rate.iter().cloned().fold(0.0, f64::max);
     if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
@@ -97,10 +119,11 @@ pub fn fit(q: &[f64], size: Option<&[f64]>, rate: &[f64], weight: &[f64]) -> Opt
     let mut steps: Vec<f64> = rate.windows(2).map(|w| (w[1] - w[0]).abs()).filter(|d| *d > 0.0).collect();
     steps.sort_by(f64::total_cmp);
     let step = steps.first().copied().unwrap_or(hi - lo).max((hi - lo) / 2000.0) / 4.0;
-    let n = m as f64;
+    let n = (0..m).filter(|&k| kept(k)).count() as f64;
+    // Centred over the kept packets; the others are 0 and drop out of every product.
     let centred = |v: &[f64]| -> Vec<f64> {
-        let mean = v.iter().sum::<f64>() / n;
-        v.iter().map(|x| x - mean).collect()
+        let mean = (0..m).filter(|&k| kept(k)).map(|k| v[k]).sum::<f64>() / n;
+        (0..m).map(|k| if kept(k) { v[k] - mean } else { 0.0 }).collect()
     };
     let dot = |u: &[f64], v: &[f64]| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
     let qc = centred(q);
@@ -151,8 +174,10 @@ pub fn fit(q: &[f64], size: Option<&[f64]>, rate: &[f64], weight: &[f64]) -> Opt
         let hc = centred(&h);
         let line = xc.clone().unwrap_or_else(|| centred(&(0..m).map(|k| k as f64).collect::<Vec<f64>>()));
         let beta = dot(&line, &hc) / dot(&line, &line);
-        let residual: Vec<f64> = hc.iter().zip(&line).map(|(h, x)| h - beta * x).collect();
-        let (lo_r, hi_r) = residual.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, u), &r| (l.min(r), u.max(r)));
+        let (lo_r, hi_r) = (0..m)
+            .filter(|&k| kept(k))
+            .map(|k| hc[k] - beta * line[k])
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, u), r| (l.min(r), u.max(r)));
         best.beyond_serialisation = best.slope * (hi_r - lo_r);
     }
     Some(best)
