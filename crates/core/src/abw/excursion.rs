@@ -107,24 +107,36 @@ pub const RAMP_DECREASE_FACTOR: f64 = 5.0;
 
 /// A terminated excursion that rose within one gap by more than this many times the gap's
 /// send spacing, and peaked more than [`ABRUPT_HEIGHT`] delay floors above its start, is an
-/// abrupt spike: a stall of the path (or one huge burst), not the train's queue. When the
-/// queue-growth fit's growth is made of such spikes only (the fit over the other packets grows
-/// by at most the floor), the train read no queue: "above range" (issue 19, session 22).
+/// abrupt spike: a stall of the path (or one huge burst), not the train's queue. So is the
+/// unterminated excursion when every rise in it is that abrupt and it was draining when the
+/// train ended. When the queue-growth fit's growth is made of such spikes only (the fit over
+/// the other packets grows by at most the floor), the train read no queue: "above range"
+/// (issue 19, session 22).
 ///
 /// Why: a train's own queue grows by at most its packet's serialisation per gap, and cross
 /// traffic adds its arrivals during the gap: a rise of four spacings within one gap takes four
 /// capacities' worth of traffic arriving at once (with 1,500-byte Poisson cross traffic at
 /// 90 % of a 500 Mbit/s link, at least four packets in one 24 µs gap, 1.3 % of gaps; eight
-/// spacings would need ten packets). On the testbed's idle 500 Mbit/s link the delay box
-/// stalled: rises of 100–1,100 µs within one or two 24 µs gaps that drained back to the
-/// floor, and the fit, least squares over every packet, took the tall spike as a queue
-/// (answers of 260 and 270 Mbit/s, and a first coarse train read at 206). The spike's packets
-/// are those of the terminated excursion and those after its end while the delay still
-/// falls towards its start (the excursion ends at a fifth of its peak with `F` = 5).
-/// Replayed (`headroom probe-replay`) over session 21's dumps, the rule changed three idle
-/// 500 Mbit/s estimates and nothing else; a factor of 8 took one of them only, and without the
-/// abruptness test (tall terminated excursions only) the 10 Mbit/s path's answers moved under
-/// 9 Mbit/s of cross traffic. The factors are ours.
+/// spacings would need ten packets). Past the crossing the train's queue grows gradually and
+/// never drains, so a last excursion whose only rises are abrupt and which is falling at the
+/// end is a stall still draining. On the testbed's idle 500 Mbit/s link the delay box stalled:
+/// rises of 100–1,100 µs within one or two 24 µs gaps, then a drain at the rate the link had
+/// spare, and the fit, least squares over every packet, took the spikes as a queue. The
+/// spike's packets are those of the excursion and, for a terminated one, those after its end
+/// while the delay still falls towards its start (the excursion ends at a fifth of its peak
+/// with `F` = 5).
+///
+/// Replayed (`headroom probe-replay`) over sessions 21 and 22's testbed dumps (2,736
+/// estimates, 366 of them on the idle 500 Mbit/s link): only idle 500 Mbit/s estimates
+/// changed. Sixteen answers of 185–456 Mbit/s read "above range, 500" and seven first coarse
+/// trains misread at 31–366 Mbit/s read "above range", so the ladder's next train is the
+/// answer (the terminated spikes alone took four of these 23). Of the 366, 41 had been more
+/// than 10 % of `C` off and 24 were after, the seven whose trains changed not counted. The packet-level harness, which has
+/// no stalls, gave byte-identical output for two seeds. A factor of 8 took one of the three
+/// terminated ones only, and without the abruptness test (tall terminated excursions only) the
+/// 10 Mbit/s path's answers moved under 9 Mbit/s of cross traffic. What the rule would misread:
+/// cross traffic arriving in bursts of four spacings' worth at once on a path where the
+/// train's own growth stays under the floor per gap. The factors are ours.
 pub const ABRUPT_RISE: f64 = 4.0;
 
 /// The least peak of an abrupt spike, in delay floors ([`ABRUPT_RISE`]).
@@ -428,17 +440,48 @@ fn ramp_top(size: &[Bytes], own: &[i128]) -> f64 {
 /// peak)` (positions in `q`, the size-corrected delays) that peaked more than [`ABRUPT_HEIGHT`]
 /// floors above its start and rose in one gap `k` by more than `ABRUPT_RISE · weight[k]`, its
 /// packets after the start, and those after its end while the delay keeps falling and is
-/// still more than the floor above the start.
-fn abrupt_spikes(q: &[f64], weight: &[f64], terminated: &[(usize, usize, f64)], floor: f64) -> Vec<bool> {
-    let mut spike = vec![false; q.len()];
+/// still more than the floor above the start. The `unterminated` excursion `(start, peak)` is
+/// a spike too, to the train's end, when it is as high, every rise in it (a run of gaps each
+/// up by more than the floor) is abrupt over the run's time, and its last packet is more than
+/// the floor below its peak: a stall draining when the train ended.
+fn abrupt_spikes(
+    q: &[f64],
+    weight: &[f64],
+    terminated: &[(usize, usize, f64)],
+    unterminated: Option<(usize, f64)>,
+    floor: f64,
+) -> Vec<bool> {
+    let m = q.len();
+    let mut spike = vec![false; m];
     for &(i, j, peak) in terminated {
         let abrupt = (i..j).any(|k| q[k + 1] - q[k] > ABRUPT_RISE * weight[k]);
         if peak > ABRUPT_HEIGHT * floor && abrupt {
             let mut e = j;
-            while e + 1 < q.len() && q[e] - q[i] > floor && q[e] < q[e - 1] + floor {
+            while e + 1 < m && q[e] - q[i] > floor && q[e] < q[e - 1] + floor {
                 e += 1;
             }
             spike[i + 1..e].iter_mut().for_each(|s| *s = true);
+        }
+    }
+    if let Some((u, peak)) = unterminated {
+        let mut rises = 0;
+        let mut gradual = false;
+        let mut k = u;
+        while k + 1 < m {
+            if q[k + 1] - q[k] <= floor {
+                k += 1;
+                continue;
+            }
+            let from = k;
+            while k + 1 < m && q[k + 1] - q[k] > floor {
+                k += 1;
+            }
+            rises += 1;
+            gradual |= q[k] - q[from] <= ABRUPT_RISE * weight[from..k].iter().sum::<f64>();
+        }
+        let draining = q[m - 1] - q[u] < peak - floor;
+        if peak > ABRUPT_HEIGHT * floor && rises > 0 && !gradual && draining {
+            spike[u + 1..].iter_mut().for_each(|s| *s = true);
         }
     }
     spike
@@ -580,6 +623,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
     // Terminated excursions by position: (start, end, peak above the start), for
     // `abrupt_spikes`.
     let mut terminated: Vec<(usize, usize, f64)> = Vec::new();
+    let mut unterminated_peak = 0.0;
     let mut i = next_rise(0);
     while i < gaps {
         let mut peak = 0.0f64;
@@ -619,6 +663,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
                     peak: Dur(peak.max(0.0) as u64),
                 });
                 unterminated = Some(i);
+                unterminated_peak = peak;
                 break;
             }
         }
@@ -689,7 +734,7 @@ pub fn estimate_train(records: &[ProbeRecord], cfg: &EstimatorConfig) -> TrainEs
         let q_raw: Vec<f64> = q_raw.iter().map(|&v| (v - q_raw[0]) as f64).collect();
         let all = super::growth::fit(&q_raw, varying.then_some(&sizes[..]), &rate, &weight);
         // Growth made of abrupt spikes that came back down is no queue (`ABRUPT_RISE`).
-        let spikes = abrupt_spikes(&q, &weight, &terminated, floor);
+        let spikes = abrupt_spikes(&q, &weight, &terminated, unterminated.map(|u| (u, unterminated_peak)), floor);
         match all {
             Some(g) if g.growth > floor && spikes.iter().any(|&s| s) => {
                 let keep: Vec<bool> = spikes.iter().map(|&s| !s).collect();
@@ -1340,21 +1385,41 @@ mod growth_fit_verdicts {
         let coarse = harness::recorded(include_str!("fixtures/fifo500_idle_stall_spike_coarse.csv"));
         let e = estimate_train(&coarse, &fit_config());
         assert!(matches!(e.outcome, Outcome::AboveRange { .. }), "{:?} {:?}", e.outcome, e.growth_fit);
-        // A queue stays a queue with a spike on it: the answer train through 300 Mbit/s of
-        // Poisson cross traffic (A = 200 Mbit/s) with the recorded spike added to each packet's
-        // receive time (its delay above packet 312's) still grows without the spike.
+        // A queue stays a queue with a spike on it (its delay above packet 312's).
+        still_a_queue_with_the_recorded_stalls(&records, 312);
+    }
+
+    #[test]
+    fn a_stall_still_draining_when_the_train_ends_is_no_knee() {
+        // An answer train on the idle 500 Mbit/s link at RTT 100 ms (session 22): stalls of 170
+        // and 120 µs drained back, and a third of 130 µs at packet 324 was still draining at
+        // the end. The whole train's fit read 185 Mbit/s.
+        let records = harness::recorded(include_str!("fixtures/fifo500_idle_stall_unterminated_185.csv"));
+        let all = whole_train_fit(&records);
+        assert!(all.rate < 300e6 && all.growth > 40_000.0, "the whole train's fit: {all:?}");
+        let g = above_the_top(&records);
+        assert!(g.growth <= 20_000.0, "{g:?}");
+        // A queue stays a queue with these stalls on it (their delay above packet 200's).
+        still_a_queue_with_the_recorded_stalls(&records, 200);
+    }
+
+    /// The schedule `records` (an idle 500 Mbit/s answer train) were sent at, through 300 Mbit/s
+    /// of Poisson cross traffic (A = 200 Mbit/s), with each packet after `from` delayed as much
+    /// more as its recorded delay exceeds packet `from`'s: still a queue, never "above range",
+    /// for five draws of the cross traffic.
+    fn still_a_queue_with_the_recorded_stalls(records: &[ProbeRecord], from: usize) {
         let t0 = records[0].send_time.0;
         let sched: Vec<TrainPacket> =
             records.iter().map(|r| TrainPacket { offset: Dur(r.send_time.0 - t0), size: r.size }).collect();
         let delay = |r: &ProbeRecord| r.recv_time.unwrap().0 - r.send_time.0;
-        let base = delay(&records[312]);
+        let base = delay(&records[from]);
         for seed in 0..5 {
-            let mut spiked = noisy_path(&sched, 500e6, 300e6, 1_000.0, seed);
-            for (r, recorded) in spiked.iter_mut().zip(&records).skip(313) {
+            let mut stalled = noisy_path(&sched, 500e6, 300e6, 1_000.0, seed);
+            for (r, recorded) in stalled.iter_mut().zip(records).skip(from + 1) {
                 let extra = delay(recorded).saturating_sub(base);
                 r.recv_time = r.recv_time.map(|t| crate::units::Time(t.0 + extra));
             }
-            let e = estimate_train(&spiked, &fit_config());
+            let e = estimate_train(&stalled, &fit_config());
             let g = e.growth_fit.expect("the fit ran");
             assert!(
                 !matches!(e.outcome, Outcome::AboveRange { .. }) && g.growth > 100_000.0,
@@ -1362,6 +1427,33 @@ mod growth_fit_verdicts {
                 e.outcome
             );
         }
+    }
+
+    #[test]
+    fn an_unterminated_excursion_is_a_spike_only_if_it_rose_abruptly_and_drains() {
+        // Floor 20 µs, 24 µs gaps; the excursion starts at packet 9 with a 150 µs rise in one gap.
+        let weight = vec![24_000.0; 29];
+        let spike_of = |q: &[f64]| {
+            let peak = q[10..].iter().fold(0.0f64, |a, &v| a.max(v - q[9]));
+            abrupt_spikes(q, &weight, &[], Some((9, peak)), 20_000.0)
+        };
+        // Draining 5 µs a gap to the end: a spike from packet 10 on.
+        let mut q = vec![0.0; 30];
+        for (k, v) in q.iter_mut().enumerate().skip(10) {
+            *v = 150_000.0 - 5_000.0 * (k - 10) as f64;
+        }
+        let s = spike_of(&q);
+        assert!(s[10..].iter().all(|&x| x) && !s[9], "{s:?}");
+        // Holding its height (a queue that no longer drains): no spike.
+        let held: Vec<f64> = q.iter().enumerate().map(|(k, &v)| if k >= 10 { 150_000.0 } else { v }).collect();
+        assert!(spike_of(&held).iter().all(|&x| !x));
+        // Draining, but rising again by 30 µs a gap over three gaps later on (growth a train
+        // can make): no spike.
+        let mut grown = q.clone();
+        for (k, v) in grown.iter_mut().enumerate().skip(20) {
+            *v += 30_000.0 * (k - 19).min(3) as f64;
+        }
+        assert!(spike_of(&grown).iter().all(|&x| !x));
     }
 
     /// The queue-growth fit over every packet of `records` (all received, in order, sent at
@@ -1387,11 +1479,11 @@ mod growth_fit_verdicts {
         }
         q[39] = 0.0;
         let weight = vec![24_000.0; 39];
-        let spikes = abrupt_spikes(&q, &weight, &[(4, 15, 150_000.0), (20, 39, 100_000.0)], 20_000.0);
+        let spikes = abrupt_spikes(&q, &weight, &[(4, 15, 150_000.0), (20, 39, 100_000.0)], None, 20_000.0);
         assert!(spikes[5..14].iter().all(|&s| s) && !spikes[4], "{spikes:?}");
         assert!(spikes[20..].iter().all(|&s| !s), "{spikes:?}");
         // A spike lower than two floors is not one, however abrupt.
-        assert!(abrupt_spikes(&q, &weight, &[(4, 15, 39_000.0)], 20_000.0).iter().all(|&s| !s));
+        assert!(abrupt_spikes(&q, &weight, &[(4, 15, 39_000.0)], None, 20_000.0).iter().all(|&s| !s));
     }
 
     #[test]
