@@ -116,8 +116,9 @@ pub const RAMP_DECREASE_FACTOR: f64 = 5.0;
 /// Why: a train's own queue grows by at most its packet's serialisation per gap, and cross
 /// traffic adds its arrivals during the gap: a rise of four spacings within one gap takes four
 /// capacities' worth of traffic arriving at once (with 1,500-byte Poisson cross traffic at
-/// 90 % of a 500 Mbit/s link, at least four packets in one 24 µs gap, 1.3 % of gaps; eight
-/// spacings would need ten packets). Past the crossing the train's queue grows gradually and
+/// 90 % of a 500 Mbit/s link, a 1,500-byte train packet rises by 24 µs per cross packet that
+/// arrives in its 24 µs gap, so more than four of them, 0.2 % of gaps (Poisson, mean 0.9);
+/// eight spacings would need nine, about one gap in a million). Past the crossing the train's queue grows gradually and
 /// never drains, so a last excursion whose only rises are abrupt and which is falling at the
 /// end is a stall still draining. On the testbed's idle 500 Mbit/s link the delay box stalled:
 /// rises of 100–1,100 µs within one or two 24 µs gaps, then a drain at the rate the link had
