@@ -61,7 +61,8 @@
 //!   fits again without their packets ([`fit_kept`]); growth within the floor there reads
 //!   **above range** (session 22: the testbed's delay box stalled for up to 1.1 ms on an idle
 //!   500 Mbit/s link, and least squares over every packet took the spike for a queue from
-//!   270 Mbit/s).
+//!   270 Mbit/s). A train that ended inside such a spike (a stall still draining) is read
+//!   from the fit without its packets, growing or not (session 23).
 //! - Otherwise `A` is the estimate.
 //!
 //! Choices: the grid step, the floor tests and the tie are ours; equal-size trains
