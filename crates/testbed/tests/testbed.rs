@@ -520,7 +520,12 @@ fn a_polling_box_stamps_a_paced_trains_arrivals_as_they_come() {
     // same delay. A box asleep between packets stamps each arrival one wake-up late: median
     // |delay − median| 8.5 and 11.5 µs at 200 Mbit/s in two runs on the development VM, polling
     // 0.4 and 1.5 µs (`headroom testbed bench-link --paced`, issue 19 session 17). The best median
-    // of up to three runs is judged, as a shared machine's stalls can spoil one.
+    // of up to three runs is judged, as a shared machine's stalls can spoil one. On a day the
+    // machine stalled more (session 23) the best of three was 4.2 µs, and two bench-link runs read
+    // 4.5 and 2.2 µs polling against 16.0 and 16.0 µs asleep, and this test with the box asleep
+    // (no arrival spin) 15.3–19.2 µs: the bound sits between the regimes, below the least a
+    // sleeping box has shown (8.5 µs).
+    const POLLED: Dur = Dur::from_micros(6);
     let mut best = None;
     for _ in 0..3 {
         let a = headroom_testbed::linkcheck::arrival_delays(
@@ -544,7 +549,7 @@ fn a_polling_box_stamps_a_paced_trains_arrivals_as_they_come() {
         );
         assert_eq!(a.spacing, Dur::from_micros(120));
         assert_eq!(a.received, 300, "packets lost on a loss-free link with a large buffer");
-        let done = a.median_dev < Dur::from_micros(4);
+        let done = a.median_dev < POLLED;
         if best.as_ref().is_none_or(|b: &headroom_testbed::linkcheck::ArrivalDelays| a.median_dev < b.median_dev) {
             best = Some(a);
         }
@@ -553,11 +558,7 @@ fn a_polling_box_stamps_a_paced_trains_arrivals_as_they_come() {
         }
     }
     let best = best.unwrap();
-    assert!(
-        best.median_dev < Dur::from_micros(4),
-        "median |delay - median| {:?} in the best of three runs",
-        best.median_dev
-    );
+    assert!(best.median_dev < POLLED, "median |delay - median| {:?} in the best of three runs", best.median_dev);
 }
 
 #[test]
