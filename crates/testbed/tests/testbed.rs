@@ -520,24 +520,16 @@ fn a_polling_box_stamps_a_paced_trains_arrivals_as_they_come() {
     // same delay. A box asleep between packets stamps each arrival one wake-up late: median
     // |delay − median| 8.5 and 11.5 µs at 200 Mbit/s in two runs on the development VM, polling
     // 0.4 and 1.5 µs (`headroom testbed bench-link --paced`, issue 19 session 17). The best median
-    // of up to three runs is judged, as a shared machine's stalls can spoil one. On a day the
-    // machine stalled more (session 23) the best of three was 4.2 µs, and two bench-link runs read
-    // 4.5 and 2.2 µs polling against 16.0 and 16.0 µs asleep, and this test with the box asleep
-    // (no arrival spin) 15.3–19.2 µs: the bound sits between the regimes, below the least a
-    // sleeping box has shown (8.5 µs).
-    const POLLED: Dur = Dur::from_micros(6);
-    let mut best = None;
-    for _ in 0..3 {
-        let a = headroom_testbed::linkcheck::arrival_delays(
-            Rate::from_mbps(200),
-            1500,
-            10,
-            30,
-            headroom_testbed::delaybox::DEFAULT_ARRIVAL_SPIN,
-        )
-        .unwrap();
+    // of up to three runs is judged, as a shared machine's stalls can spoil one: under
+    // `POLLED`, or, on a day the whole machine stalls, under half the best of the same runs with
+    // the box asleep, measured side by side. Session 23: the suite's best polling runs read 4.2
+    // and 7.8 µs, bench-link 2.2–4.5 µs polling against 16.0 µs asleep, and this test with the
+    // box asleep 15.3–19.2 µs; a box that does not poll fails both bounds.
+    const POLLED: Dur = Dur::from_micros(4);
+    let run = |spin: Dur, setting: &str| {
+        let a = headroom_testbed::linkcheck::arrival_delays(Rate::from_mbps(200), 1500, 10, 30, spin).unwrap();
         println!(
-            "200 Mbit/s exact link, 10 trains of 30 x 1500 B every {} ns: received {}/{}, |delay - median| median {} ns, p90 {} ns, p99 {} ns; first packet {} ns above; box release late mean {} ns",
+            "200 Mbit/s exact link, box {setting}, 10 trains of 30 x 1500 B every {} ns: received {}/{}, |delay - median| median {} ns, p90 {} ns, p99 {} ns; first packet {} ns above; box release late mean {} ns",
             a.spacing.0,
             a.received,
             a.sent,
@@ -549,16 +541,24 @@ fn a_polling_box_stamps_a_paced_trains_arrivals_as_they_come() {
         );
         assert_eq!(a.spacing, Dur::from_micros(120));
         assert_eq!(a.received, 300, "packets lost on a loss-free link with a large buffer");
-        let done = a.median_dev < POLLED;
-        if best.as_ref().is_none_or(|b: &headroom_testbed::linkcheck::ArrivalDelays| a.median_dev < b.median_dev) {
-            best = Some(a);
+        a.median_dev
+    };
+    let mut polled = Dur(u64::MAX);
+    let mut asleep = Dur(u64::MAX);
+    for _ in 0..3 {
+        polled = polled.min(run(headroom_testbed::delaybox::DEFAULT_ARRIVAL_SPIN, "polling"));
+        if polled < POLLED {
+            break;
         }
-        if done {
+        asleep = asleep.min(run(Dur::ZERO, "asleep"));
+        if polled.0 * 2 < asleep.0 {
             break;
         }
     }
-    let best = best.unwrap();
-    assert!(best.median_dev < POLLED, "median |delay - median| {:?} in the best of three runs", best.median_dev);
+    assert!(
+        polled < POLLED || polled.0 * 2 < asleep.0,
+        "median |delay - median| {polled:?} polling, {asleep:?} asleep, best of three runs each"
+    );
 }
 
 #[test]
