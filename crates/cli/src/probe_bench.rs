@@ -422,6 +422,8 @@ fn run_level(
                     continue;
                 }
             };
+            // The path's buffer, overflowed by the estimate's last train, drains before the next.
+            let pause = Duration::from_nanos(a.pause.0).max(e.recovery);
             if a.dump.is_some() {
                 dump.push_str(&dump_lines(cross, method, n, &e));
             }
@@ -454,7 +456,7 @@ fn run_level(
                     box_lateness: None,
                 });
             }
-            std::thread::sleep(Duration::from_nanos(a.pause.0));
+            std::thread::sleep(pause);
         }
     }
     Ok(rows)

@@ -12,7 +12,7 @@ use crate::timing::{
 use crate::wire::{
     ip_udp_overhead, ipv6_on_the_wire, AddressToken, Cap, Msg, RejectReason, TrainParams, PROBE_HEADER_LEN,
 };
-use headroom_core::abw::autorange::{AutoRange, Ladder, LadderStep, DEFAULT_TOP, DISPERSION_NOISE};
+use headroom_core::abw::autorange::{overflow_drain, AutoRange, Ladder, LadderStep, DEFAULT_TOP, DISPERSION_NOISE};
 use headroom_core::abw::dispersion;
 use headroom_core::abw::shaper::{burst_after_earlier_trains, EarlierTrain, ShaperEstimate, SHAPER_DELTA_P};
 use headroom_core::abw::train::PacingReport;
@@ -171,6 +171,11 @@ pub struct TrainReport {
     pub burst: Vec<ProbeRecord>,
     /// Wall-clock time the train's estimate was ready (for `.instbw` lines).
     pub finished_at: Time,
+    /// How long the judge waited after the train's inputs were complete before it judged (a
+    /// train judged at a loss deadline: the END's grace, or the wait for an END that never
+    /// came); a wait for the path asked after the train counts from its inputs, so this much of
+    /// it has passed.
+    pub judged_after_inputs: Duration,
     pub spacing_error_mean: Dur,
     pub spacing_error_max: Dur,
     pub late: u32,
@@ -255,6 +260,12 @@ pub struct Estimate {
     pub train_bytes: Bytes,
     pub server: SocketAddr,
     pub trains: Vec<TrainReport>,
+    /// How long the path needs before it is probed again: the answer's train lost packets to
+    /// a full buffer, whose backlog drains at the available bandwidth
+    /// (`headroom_core::abw::autorange::Ladder::backlog_drain`); zero otherwise. A
+    /// [`ProbeSession`] waits it out before its next estimate; a caller of [`estimate_addr`]
+    /// that probes again should too.
+    pub recovery: Duration,
 }
 
 /// Why no estimate could be made.
@@ -608,6 +619,8 @@ pub struct ProbeSession {
     /// The capacity the last auto-ranging ladder found (`Ladder::capacity`): a tracked fine
     /// train's estimate is refined with it as the ladder's answer is.
     capacity: Option<Rate>,
+    /// No train before this: the last estimate's [`Estimate::recovery`].
+    recovered_at: Option<Instant>,
     buf: Vec<u8>,
     out: Vec<u8>,
 }
@@ -656,6 +669,7 @@ impl ProbeSession {
             next_train: (nonce as u32) & 0x7fff_ffff,
             track: None,
             capacity: None,
+            recovered_at: None,
             buf: vec![0u8; 65_536],
             out: Vec::with_capacity(64),
         })
@@ -802,6 +816,10 @@ impl ProbeSession {
 
     /// One estimate (its auto-ranging trains, then `repeat` trains), on this session's socket.
     pub fn estimate(&mut self, options: &EstimateOptions) -> Result<Estimate, ProbeError> {
+        // The last estimate's answer overflowed the path's buffer: its backlog drains first.
+        if let Some(at) = self.recovered_at.take() {
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        }
         let t0 = Instant::now();
         let server = self.server;
         let v6 = ipv6_on_the_wire(server);
@@ -825,6 +843,7 @@ impl ProbeSession {
         let auto_quick = options.auto_range && options.design.is_none() && options.method == Method::PathQuick;
         // A tracked fine train whose answer is in range is the estimate itself.
         let mut tracked = None;
+        let mut recovery = Duration::ZERO;
         if let Some(fine) = self.track.take().filter(|_| auto_quick) {
             let design = TrainDesign::PathQuick(fine);
             match self.run_one(options, &design, 0, &mut waited, &mut handshake)? {
@@ -872,11 +891,14 @@ impl ProbeSession {
                     let answer_options = if options.shaper_train { &whole } else { options };
                     let mut sent: Vec<(QuickDesign, TrainReport)> = Vec::new();
                     let mut step = ladder.first()?;
+                    // How long the judge of the last train waited after its inputs: part of a
+                    // wait the ladder asks for the path.
+                    let mut waited_after_inputs = Duration::ZERO;
                     let answer = loop {
                         match step {
                             LadderStep::Answer(i) => break i,
                             LadderStep::Train { design, whole: judge_whole, wait, burst } => {
-                                std::thread::sleep(Duration::from_nanos(wait.0));
+                                std::thread::sleep(Duration::from_nanos(wait.0).saturating_sub(waited_after_inputs));
                                 let run_options = if judge_whole { &whole } else { answer_options };
                                 let train = TrainDesign::PathQuick(design);
                                 // Within the wire's limit and the packets the server allows.
@@ -890,6 +912,7 @@ impl ProbeSession {
                                     TrainRun::Refused(e) => return Err(e),
                                 };
                                 ladder.on_burst(&rep.burst);
+                                waited_after_inputs = rep.judged_after_inputs;
                                 step = ladder.on_verdict(&design, &rep.estimate, &rep.records)?;
                                 sent.push((design, rep));
                             }
@@ -917,6 +940,7 @@ impl ProbeSession {
                         });
                     }
                     self.capacity = ladder.capacity();
+                    recovery = Duration::from_nanos(ladder.backlog_drain().0).saturating_sub(waited_after_inputs);
                     tracked = Some((TrainDesign::PathQuick(fine), rep));
                     (TrainDesign::PathQuick(fine), None)
                 }
@@ -990,6 +1014,13 @@ impl ProbeSession {
             probed = design.probed_range();
         }
         let per_train = reports.iter().map(|r| r.elapsed).sum::<Duration>() / reports.len().max(1) as u32;
+        // The last train of the estimate lost packets to a full buffer (pathChirp's chirp, a
+        // fixed-range train): its backlog too.
+        if let Some(last) = reports.last().filter(|r| r.estimate.lost > 0) {
+            let drain = Duration::from_nanos(overflow_drain(&last.records).0);
+            recovery = recovery.max(drain.saturating_sub(last.judged_after_inputs));
+        }
+        self.recovered_at = (!recovery.is_zero()).then(|| Instant::now() + recovery);
         Ok(Estimate {
             fitted_to_caps,
             available_bandwidth: match outcome {
@@ -1012,6 +1043,7 @@ impl ProbeSession {
             shaper,
             server,
             trains: reports,
+            recovery,
         })
     }
 }
@@ -1191,6 +1223,9 @@ impl TrainReceiver {
                 train: self.train,
                 estimate: v.estimate,
                 elapsed: Duration::from_nanos(v.judgement.ready_at.0),
+                judged_after_inputs: Duration::from_nanos(
+                    v.judgement.decided_at.saturating_since(v.judgement.ready_at).0,
+                ),
                 after_deadline: v.after_judging,
                 records: v.records,
                 burst,
@@ -1372,6 +1407,7 @@ mod tests {
             train: 1,
             estimate: estimate.clone(),
             elapsed: Duration::ZERO,
+            judged_after_inputs: Duration::ZERO,
             after_deadline: 0,
             records: records.clone(),
             burst,

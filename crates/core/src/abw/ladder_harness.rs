@@ -10,7 +10,10 @@
 //! for one) and the train enters the bottleneck `d` later; coarse trains are judged whole, the
 //! others cut as the client cuts them ([`JudgePolicy::socket_receiver`] with the sender-following
 //! deadline, 10 ms of slack); the server's END is a 40-byte packet behind the train. An
-//! estimate's time is the bench's: the sum over its trains of START → verdict.
+//! estimate's time is the bench's: the sum over its trains of START → verdict. Its wall time
+//! ("wall") runs from the first START to the answer, with the waits between trains; the next
+//! estimate starts 300 ms later (the bench's `--pause`), or after the backlog of an answer train
+//! that lost packets ([`Ladder::backlog_drain`]) when that is longer.
 
 use std::collections::VecDeque;
 
@@ -252,6 +255,9 @@ pub struct LadderRun {
     pub done_at: f64,
     /// The capacity the ladder found, and its refined answer.
     pub capacity: Option<crate::units::Rate>,
+    /// When the next estimate may start: the answer's inputs were complete plus
+    /// [`Ladder::backlog_drain`].
+    pub recovered_at: f64,
     pub refined: Option<Outcome>,
 }
 
@@ -261,13 +267,17 @@ pub fn run_ladder(path: &mut Path, mut ladder: Ladder, t0: f64) -> LadderRun {
     let mut time = 0.0;
     let mut trains = Vec::new();
     let mut step = ladder.first().expect("first train");
+    // When the last train's inputs were complete: a wait the ladder asks for counts from there
+    // (the client's `TrainReport::judged_after_inputs`).
+    let mut ready = t0;
     loop {
         match step {
             LadderStep::Train { design, whole, wait, burst } => {
-                t += wait.as_secs_f64();
+                t = t.max(ready + wait.as_secs_f64());
                 let v = run_train_with_burst(path, &design, t, !whole, cfg, burst);
                 ladder.on_burst(&v.burst);
                 let took = v.judgement.ready_at.0 as f64 / 1e9 - t;
+                ready = v.judgement.ready_at.0 as f64 / 1e9;
                 let decided = v.judgement.decided_at.0 as f64 / 1e9;
                 time += took;
                 t = decided;
@@ -285,6 +295,7 @@ pub fn run_ladder(path: &mut Path, mut ladder: Ladder, t0: f64) -> LadderRun {
                     answer_length: d.train_length().as_secs_f64(),
                     done_at: t,
                     capacity: ladder.capacity(),
+                    recovered_at: ready + ladder.backlog_drain().as_secs_f64(),
                     refined: ladder.refined().cloned(),
                 };
             }
@@ -352,6 +363,7 @@ fn ladder_harness() {
                 .with_stalls(stalls.map(|(rate, lo, hi)| Stalls::new(rate, lo, hi, path_seed)));
             let mut t = 2.0;
             let (mut errs, mut times, mut over, mut ntrains) = (Vec::new(), Vec::new(), 0, 0);
+            let mut walls = Vec::new();
             for k in 0..runs {
                 let mut plan = AutoRange::new(DEFAULT_TOP, Bytes(48), Bytes(1500)).with_coarse_sigma(coarse_sigma);
                 if let Some(sigma) = target_sigma {
@@ -362,7 +374,8 @@ fn ladder_harness() {
                     ladder = ladder.with_round_trip(Dur::from_secs_f64(2.0 * delay));
                 }
                 let r = run_ladder(&mut path, ladder, t);
-                t = r.done_at + 0.3;
+                walls.push((r.done_at - t) * 1e3);
+                t = (r.done_at + 0.3).max(r.recovered_at);
                 let e = r.outcome.value().map_or(100.0, |v| 100.0 * (v.bps() as f64 - a).abs() / c);
                 errs.push(e);
                 times.push(r.time * 1e3);
@@ -400,8 +413,9 @@ fn ladder_harness() {
             }
             let (m, p) = med_p90(&errs);
             let (tm, tp) = med_p90(&times);
+            let (wm, wp) = med_p90(&walls);
             println!(
-                "C {:>3} Mbit/s load {:.1}: median |e| {m:>5.1} % p90 {p:>5.1} %  time med {tm:>6.1} ms p90 {tp:>6.1} ms  over budget {over}/{runs}  trains {:.1}",
+                "C {:>3} Mbit/s load {:.1}: median |e| {m:>5.1} % p90 {p:>5.1} %  time med {tm:>6.1} ms p90 {tp:>6.1} ms  over budget {over}/{runs}  trains {:.1}  wall med {wm:>6.1} ms p90 {wp:>6.1} ms",
                 c / 1e6,
                 load,
                 ntrains as f64 / runs as f64
