@@ -540,9 +540,14 @@ impl TrainJudge {
         Some(self.predicted_last_arrival()? + longest.saturating_since(anchor) + slack)
     }
 
+    /// The first of the end's grace and the give-up deadline, if either is known yet.
+    fn end_or_give_up_at(&self) -> Option<Time> {
+        min_opt(self.give_up_at(), self.end_grace_at())
+    }
+
     /// The deadline at which the whole train is judged with losses, if one is known yet.
     fn loss_deadline(&self) -> Option<Time> {
-        min_opt(min_opt(self.give_up_at(), self.end_grace_at()), self.drained_at())
+        min_opt(self.end_or_give_up_at(), self.drained_at())
     }
 
     /// The end of listening after the verdict.
@@ -552,7 +557,7 @@ impl TrainJudge {
             JudgeReason::Drained => j.decided_at,
             _ => j.decided_at + self.policy.linger_for_end,
         });
-        min_opt(min_opt(self.give_up_at(), self.end_grace_at()), linger)
+        min_opt(self.end_or_give_up_at(), linger)
     }
 
     /// The next moment [`TrainJudge::poll`] has something to decide, if any.
