@@ -304,23 +304,82 @@ fn spans(gaps: &[IndexedGap], span: usize) -> Vec<Gap> {
 /// fine trains that lost 56 and 65 packets were re-read from all their gaps as 7.5 and
 /// 8.2 Mbit/s for A = 1 (issue 19, session 8).
 pub fn busy_rate(records: &[ProbeRecord], capacity: Rate, from: Rate) -> Option<Rate> {
-    busy_sums(records, capacity, from).map(|(a, _)| a)
+    busy_sums(records, capacity, from, Gaps::All).map(|(a, _)| a)
 }
 
 /// [`busy_rate`] and the busy time it averaged over (`Σ s_k` of its gaps).
-fn busy_sums(records: &[ProbeRecord], capacity: Rate, from: Rate) -> Option<(Rate, Dur)> {
-    busy_sums_signed(records, capacity, from).and_then(|(a, busy)| (a > 0.0).then(|| (Rate(a.round() as u64), busy)))
+fn busy_sums(records: &[ProbeRecord], capacity: Rate, from: Rate, gaps: Gaps) -> Option<(Rate, Dur)> {
+    busy_sums_signed(records, capacity, from, gaps)
+        .and_then(|(a, busy)| (a > 0.0).then(|| (Rate(a.round() as u64), busy)))
+}
+
+/// Which gaps a busy reading sums: all of them, or all but a stall's ([`stall_gaps`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gaps {
+    All,
+    WithoutStalls,
+}
+
+/// A receive gap shorter than this share of its packet's serialisation at `C` came faster
+/// than the bottleneck can deliver: the delay box catching up after a stall
+/// ([`busy_reading_without_stalls`]).
+pub const CATCH_UP: f64 = 0.5;
+
+/// The gaps of a stall, in `gaps` (consecutive indices apart, as [`gaps`] makes them) read
+/// with `capacity`: a gap that rose abruptly, `d > bits/C + ABRUPT_RISE·s` (more than four
+/// send spacings of traffic beyond its own packet arrived within it), followed within two gaps
+/// by at least two *catch-up* gaps in a row, each shorter than [`CATCH_UP`] of its packet's
+/// serialisation at `C`, which no FIFO at `C` can deliver; the stall is the abrupt gap, the
+/// gaps up to the catch-up and the run of catch-up gaps (issue 19, session 25).
+///
+/// Why: the testbed's delay box stalls (its thread does not run for 0.1–1.5 ms) and then sends
+/// what fell due meanwhile back to back, about 2 µs apart, until it is on its schedule again. Over
+/// a whole stall and its catch-up the gaps sum to what the link did, but at 500 Mbit/s the
+/// catch-up gains only about 22 µs a gap, so a stall of a few hundred µs in the first coarse
+/// train (67 packets, 1.6 ms) is still being given back when the train ends: its busy reading
+/// took the stall for cross traffic and read `A₀` far too low. A burst of real cross traffic
+/// rises as abruptly, but the gaps after it are the FIFO's, never shorter than their packets'
+/// serialisation: it is kept.
+fn stall_gaps(gaps: &[Gap], capacity: Rate) -> Vec<bool> {
+    let c = capacity.bps() as f64 / 1e9;
+    let caught_up = |g: &Gap| g.d < CATCH_UP * g.bits / c;
+    let mut stall = vec![false; gaps.len()];
+    let mut i = 0;
+    while i < gaps.len() {
+        let g = &gaps[i];
+        let abrupt = g.d > g.bits / c + super::excursion::ABRUPT_RISE * g.s;
+        let catch_up = (i + 1..gaps.len().min(i + 3)).find(|&j| caught_up(&gaps[j]));
+        // Two catch-up gaps in a row: one alone may be a late timestamp's (the gap before it
+        // then long, the next one short).
+        match catch_up.filter(|&j| abrupt && gaps.get(j + 1).is_some_and(caught_up)) {
+            Some(j) => {
+                let mut k = j + 1;
+                while k < gaps.len() && caught_up(&gaps[k]) {
+                    k += 1;
+                }
+                stall[i..k].iter_mut().for_each(|s| *s = true);
+                i = k;
+            }
+            None => i += 1,
+        }
+    }
+    stall
 }
 
 /// The busy gaps' reading in bit/s, zero or negative when the queue grew by more than the
 /// probe's own bits over them (the cross traffic filled the link), and their busy time; `None`
 /// with fewer than [`MIN_BUSY`] busy gaps.
-fn busy_sums_signed(records: &[ProbeRecord], capacity: Rate, from: Rate) -> Option<(f64, Dur)> {
+fn busy_sums_signed(records: &[ProbeRecord], capacity: Rate, from: Rate, which: Gaps) -> Option<(f64, Dur)> {
     let c = capacity.bps() as f64 / 1e9;
     let first_loss = records.iter().filter(|r| r.recv_time.is_none()).map(|r| r.index).min().unwrap_or(u32::MAX);
     let before: Vec<ProbeRecord> = records.iter().filter(|r| r.index < first_loss).cloned().collect();
+    let all: Vec<Gap> = gaps(&before).into_iter().map(|g| g.gap).collect();
+    let stall = match which {
+        Gaps::All => vec![false; all.len()],
+        Gaps::WithoutStalls => stall_gaps(&all, capacity),
+    };
     let (mut bits, mut excess, mut span, mut n) = (0.0, 0.0, 0.0, 0);
-    for g in gaps(&before).into_iter().map(|g| g.gap) {
+    for g in all.iter().zip(stall).filter(|(_, stall)| !stall).map(|(g, _)| g) {
         if g.bits / g.s * 1e9 >= BUSY_MARGIN * from.bps() as f64 {
             bits += g.bits;
             excess += g.d - g.s;
@@ -342,9 +401,22 @@ pub const READING_PASSES: usize = 8;
 /// fit read an estimate or "below range"): a train that never queued reads its own mean rate.
 /// `None` with too few busy gaps.
 pub fn busy_reading(records: &[ProbeRecord], capacity: Rate, lowest: Rate) -> Option<(Rate, Dur)> {
-    let mut read = busy_sums(records, capacity, Rate((lowest.bps() as f64 / BUSY_MARGIN) as u64))?;
+    busy_reading_of(records, capacity, lowest, Gaps::All)
+}
+
+/// [`busy_reading`] without the gaps of the delay box's stalls: a gap that rose abruptly
+/// (more than its packet's serialisation at `C` plus [`super::excursion::ABRUPT_RISE`] send
+/// spacings), followed within two gaps by at least two gaps in a row shorter than [`CATCH_UP`]
+/// of their packet's serialisation, and those gaps (`stall_gaps`, whose doc says why).
+/// Auto-ranging designs its fine train to hold both readings (`super::autorange::Ladder`).
+pub fn busy_reading_without_stalls(records: &[ProbeRecord], capacity: Rate, lowest: Rate) -> Option<(Rate, Dur)> {
+    busy_reading_of(records, capacity, lowest, Gaps::WithoutStalls)
+}
+
+fn busy_reading_of(records: &[ProbeRecord], capacity: Rate, lowest: Rate, which: Gaps) -> Option<(Rate, Dur)> {
+    let mut read = busy_sums(records, capacity, Rate((lowest.bps() as f64 / BUSY_MARGIN) as u64), which)?;
     for _ in 1..READING_PASSES {
-        match busy_sums(records, capacity, Rate((read.0.bps() as f64 / BUSY_MARGIN) as u64)) {
+        match busy_sums(records, capacity, Rate((read.0.bps() as f64 / BUSY_MARGIN) as u64), which) {
             Some(next) if next.0 != read.0 => read = next,
             _ => break,
         }
@@ -364,7 +436,7 @@ pub fn busy_reading(records: &[ProbeRecord], capacity: Rate, lowest: Rate) -> Op
 /// for `A` = 10 Mbit/s in 14 of 100 estimates, and the ladder, without a reading, walked down to the
 /// 0.4–9.3 Mbit/s rung (85 ms), which read "above range" every time, before its fine train.
 pub fn overrun(records: &[ProbeRecord], capacity: Rate, lowest: Rate) -> Option<Dur> {
-    match busy_sums_signed(records, capacity, Rate((lowest.bps() as f64 / BUSY_MARGIN) as u64))? {
+    match busy_sums_signed(records, capacity, Rate((lowest.bps() as f64 / BUSY_MARGIN) as u64), Gaps::All)? {
         (a, busy) if a <= 0.0 => Some(busy),
         _ => None,
     }
@@ -856,6 +928,48 @@ mod tests {
         (1478, 1749330, 4219256),
         (1500, 1773325, 4335733),
     ];
+
+    /// Gaps of `s` ns whose packets of `bytes` bytes arrived `d` ns apart.
+    fn gaps_of(bytes: f64, s: f64, ds: &[f64]) -> Vec<Gap> {
+        ds.iter().map(|&d| Gap { s, d, bits: bytes * 8.0 }).collect()
+    }
+
+    #[test]
+    fn a_stall_is_an_abrupt_gap_and_the_catch_up_faster_than_the_link_behind_it() {
+        // 1,500-byte packets 24 µs apart at 500 Mbit/s: 24 µs of serialisation each.
+        let c = Rate::from_mbps(500);
+        let stall = stall_gaps(&gaps_of(1500.0, 24_000.0, &[24e3, 800e3, 22e3, 2e3, 2e3, 24e3, 25e3]), c);
+        assert_eq!(stall, [false, true, true, true, true, false, false]);
+        // Cross traffic arriving at once rises as abruptly, but the FIFO then delivers no gap
+        // shorter than its packet: nothing is a stall.
+        let burst = stall_gaps(&gaps_of(1500.0, 24_000.0, &[24e3, 800e3, 24e3, 24e3, 30e3, 24e3]), c);
+        assert!(burst.iter().all(|s| !s), "{burst:?}");
+        // The box's clumps: a gap of a few spacings and a short one after it; not abrupt.
+        let clump = stall_gaps(&gaps_of(1500.0, 24_000.0, &[24e3, 110e3, 3e3, 24e3, 24e3]), c);
+        assert!(clump.iter().all(|s| !s), "{clump:?}");
+        // A catch-up more than two gaps after the rise is not this stall's, and one short gap
+        // alone is no catch-up (a timestamp taken late shortens the gap after it).
+        let late = stall_gaps(&gaps_of(1500.0, 24_000.0, &[24e3, 800e3, 24e3, 24e3, 2e3, 2e3, 24e3]), c);
+        assert!(late.iter().all(|s| !s), "{late:?}");
+        let single = stall_gaps(&gaps_of(1500.0, 24_000.0, &[24e3, 800e3, 2e3, 24e3, 24e3]), c);
+        assert!(single.iter().all(|s| !s), "{single:?}");
+    }
+
+    #[test]
+    fn a_first_coarse_train_read_without_its_stall_holds_the_available_bandwidth() {
+        // The testbed's first coarse train (23.3–500 Mbit/s, 67 packets) at 500 Mbit/s with
+        // 150 Mbit/s of Poisson cross traffic (A = 350): the box stalled 1.56 ms at packet 52,
+        // sent four packets 2 µs apart, and went on at the link's rate (issue 19, session 25).
+        let recs =
+            crate::abw::excursion::harness::recorded(include_str!("fixtures/fifo500_cross150_first_train_stall.csv"));
+        let (cap, lowest) = (Rate::from_mbps(500), Rate(23_330_000));
+        // Every gap: the stall reads as cross traffic filling the link.
+        assert!(busy_reading(&recs, cap, lowest).is_none_or(|(a, _)| a.as_mbps() < 150.0));
+        let (a, busy) = busy_reading_without_stalls(&recs, cap, lowest).expect("busy gaps besides the stall");
+        let spread = super::super::autorange::reading_spread(a, cap, busy).as_mbps();
+        assert!((a.as_mbps() - 350.0).abs() <= 2.0 * spread, "{a} ± {spread} for 350");
+        assert!(a.as_mbps() > 250.0, "{a}");
+    }
 
     #[test]
     fn a_train_released_in_clumps_shows_its_capacity_in_spans_of_two_gaps() {
