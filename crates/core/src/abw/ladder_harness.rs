@@ -43,6 +43,9 @@ pub struct Path {
     last_departure: f64,
     /// The delay box's stalls ([`Stalls`]), none unless set.
     stalls: Option<Stalls>,
+    /// The last probe packet's release while the box catches up after a stall
+    /// ([`Stalls::with_catch_up`]), `None` when it is on its schedule.
+    catching_up: Option<f64>,
 }
 
 /// Stalls of the delay box, as the testbed's shows them on a shared 2-core VM (issue 19,
@@ -57,35 +60,55 @@ pub struct Path {
 /// 28 to 20 at RTT 10 ms and from 23 to 17 at RTT 100 ms (p90 20.6 → 8.8 and 13.1 → 0.0 % of
 /// `C`); at 30 % load 22 → 18 at RTT 100 ms; the 60 and 90 % rows and the 100 Mbit/s path were
 /// the same (docs/results.md, issue 19 session 22).
+///
+/// With [`Stalls::with_catch_up`] a stall also holds the packets whose serialisation ended
+/// during it, and the box then sends them [`CATCH_UP_SEND_GAP`] apart until it is on its
+/// schedule again, as the testbed's box does when a stall falls while packets wait for release
+/// (issue 19, session 25: after a 1.56 ms stall four packets came 2 µs apart).
 pub struct Stalls {
     rate: f64,
     shortest: f64,
     longest: f64,
     rng: Rng,
-    /// The latest stall that started: `(start, end)`.
-    current: (f64, f64),
+    /// The stalls that started, `(start, end)`, oldest first (those long past dropped).
+    started: VecDeque<(f64, f64)>,
     next_start: f64,
+    catch_up: bool,
 }
+
+/// How far apart the box sends the packets a stall held, catching up (s).
+pub const CATCH_UP_SEND_GAP: f64 = 2e-6;
 
 impl Stalls {
     pub fn new(rate: f64, shortest: f64, longest: f64, seed: u64) -> Stalls {
         let mut rng = Rng::new(seed ^ 0x5747_414c_4c53);
         let next_start = if rate > 0.0 { rng.exponential(1.0 / rate) } else { f64::INFINITY };
-        Stalls { rate, shortest, longest, rng, current: (0.0, 0.0), next_start }
+        Stalls { rate, shortest, longest, rng, started: VecDeque::new(), next_start, catch_up: false }
+    }
+
+    /// The same stalls, holding the packets due for release too (the type's doc).
+    pub fn with_catch_up(self) -> Stalls {
+        Stalls { catch_up: true, ..self }
+    }
+
+    /// The end of the stall under way at `t` (the latest that started by then), if any.
+    fn stalled_until(&mut self, t: f64) -> Option<f64> {
+        while self.next_start <= t {
+            let len = self.rng.uniform_range(self.shortest, self.longest);
+            self.started.push_back((self.next_start, self.next_start + len));
+            self.next_start += self.rng.exponential(1.0 / self.rate);
+        }
+        // Queries come in time order but for the release, up to a queue's delay later.
+        while self.started.len() > 1 && self.started[1].0 <= t - 1.0 {
+            self.started.pop_front();
+        }
+        let latest = self.started.iter().rev().find(|s| s.0 <= t)?;
+        (t < latest.1).then_some(latest.1)
     }
 
     /// When the box reads a packet that reached it at `t`.
     fn read_at(&mut self, t: f64) -> f64 {
-        while self.next_start <= t {
-            let len = self.rng.uniform_range(self.shortest, self.longest);
-            self.current = (self.next_start, self.next_start + len);
-            self.next_start += self.rng.exponential(1.0 / self.rate);
-        }
-        if t >= self.current.0 && t < self.current.1 {
-            self.current.1
-        } else {
-            t
-        }
+        self.stalled_until(t).unwrap_or(t)
     }
 }
 
@@ -105,6 +128,7 @@ impl Path {
             queue: VecDeque::new(),
             last_departure: 0.0,
             stalls: None,
+            catching_up: None,
         }
     }
 
@@ -138,7 +162,17 @@ impl Path {
             self.offer(at, 8000.0);
             self.next_cross += self.rng.exponential(8000.0 / self.x);
         }
-        self.offer(t, bits)
+        let due = self.offer(t, bits)?;
+        let Some(stalls) = self.stalls.as_mut().filter(|s| s.catch_up) else { return Some(due) };
+        // Held by a stall, or behind packets the box is still sending back to back.
+        let held = stalls.stalled_until(due);
+        let behind = self.catching_up.map(|last| last + CATCH_UP_SEND_GAP).filter(|&next| next > due);
+        let release = match (held, behind) {
+            (None, None) => due,
+            (end, next) => end.unwrap_or(due).max(next.unwrap_or(0.0)),
+        };
+        self.catching_up = (release > due).then_some(release);
+        Some(release)
     }
 
     pub fn noise(&mut self) -> f64 {
@@ -347,6 +381,10 @@ fn ladder_harness() {
         (v.len() == 3).then(|| (v[0], v[1] * 1e-6, v[2] * 1e-6))
     });
     println!("box stalls {stalls:?} (LADDER_STALLS: per second, shortest and longest µs)");
+    // LADDER_STALL_CATCH_UP: the stalls hold the packets due for release too, then catch up
+    // ([`Stalls::with_catch_up`]).
+    let catch_up = std::env::var("LADDER_STALL_CATCH_UP").is_ok();
+    println!("stalls catch up: {catch_up} (LADDER_STALL_CATCH_UP)");
     // The 500 Mbit/s path (the issue's top rate, the testbed's 5,000-packet buffer) runs only
     // when asked for (`LADDER_C=500`).
     for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000), (500e6, 0.005, 5000)] {
@@ -360,7 +398,14 @@ fn ladder_harness() {
             let path_seed = 7 + seed + (load * 10.0) as u64;
             let mut path = Path::new(c, c * load, buffer, delay, path_seed)
                 .with_stamp_noise(stamp_noise())
-                .with_stalls(stalls.map(|(rate, lo, hi)| Stalls::new(rate, lo, hi, path_seed)));
+                .with_stalls(stalls.map(|(rate, lo, hi)| {
+                    let stalls = Stalls::new(rate, lo, hi, path_seed);
+                    if catch_up {
+                        stalls.with_catch_up()
+                    } else {
+                        stalls
+                    }
+                }));
             let mut t = 2.0;
             let (mut errs, mut times, mut over, mut ntrains) = (Vec::new(), Vec::new(), 0, 0);
             let mut walls = Vec::new();
@@ -664,7 +709,7 @@ fn a_stall_holds_the_packets_that_reach_the_box_until_it_ends() {
     for k in 0..200_000 {
         let t = k as f64 * 50e-6;
         let read = stalls.read_at(t);
-        let (start, end) = stalls.current;
+        let (start, end) = stalls.started.back().copied().unwrap_or((0.0, 0.0));
         if t >= start && t < end {
             assert_eq!(read, end, "at {t}");
             held += 1;
@@ -688,4 +733,31 @@ fn a_stall_holds_the_packets_that_reach_the_box_until_it_ends() {
         assert_eq!(plain.next_cross, stalled.next_cross, "seed {k}");
     }
     assert!(later >= 10, "{later} of 50 held");
+}
+
+#[test]
+fn with_catch_up_a_stall_holds_the_packets_due_and_the_box_sends_them_back_to_back() {
+    // An idle 500 Mbit/s link, 1,500-byte packets every 30 µs (24 µs of serialisation each),
+    // one stall a second of exactly 1 ms. Without catch-up a packet leaves 24 µs after it is
+    // read; with it, packets due during a stall leave at its end, 2 µs apart, and the box is on
+    // its schedule again once a packet is due after the last one it sent.
+    let mut plain = Path::new(500e6, 0.0, 5000, 0.0, 1).with_stalls(Some(Stalls::new(1.0, 1e-3, 1e-3, 3)));
+    let mut caught =
+        Path::new(500e6, 0.0, 5000, 0.0, 1).with_stalls(Some(Stalls::new(1.0, 1e-3, 1e-3, 3).with_catch_up()));
+    let (mut fast, mut later) = (0, 0);
+    let mut last: Option<f64> = None;
+    for k in 0..100_000 {
+        let t = k as f64 * 30e-6;
+        let (a, b) = (plain.send(t, 12_000.0).unwrap(), caught.send(t, 12_000.0).unwrap());
+        assert!(b >= a - 1e-12, "at {t}: {b} before {a}");
+        later += (b > a + 1e-12) as u32;
+        if let Some(l) = last {
+            assert!(b - l >= CATCH_UP_SEND_GAP - 1e-12, "at {t}: {} after the last", b - l);
+            fast += (b - l < 20e-6) as u32;
+        }
+        last = Some(b);
+    }
+    // 3 s with about three stalls: the packets due in them, and those behind them, went out
+    // 2 µs apart (34 of them with these seeds).
+    assert!(fast >= 3 && later >= fast, "{fast} sent back to back, {later} held");
 }
