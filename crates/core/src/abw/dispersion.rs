@@ -308,8 +308,8 @@ pub fn busy_rate(records: &[ProbeRecord], capacity: Rate, from: Rate) -> Option<
 }
 
 /// [`busy_rate`] and the busy time it averaged over (`Σ s_k` of its gaps).
-fn busy_sums(records: &[ProbeRecord], capacity: Rate, from: Rate, gaps: Gaps) -> Option<(Rate, Dur)> {
-    busy_sums_signed(records, capacity, from, gaps)
+fn busy_sums(records: &[ProbeRecord], capacity: Rate, from: Rate, which: Gaps) -> Option<(Rate, Dur)> {
+    busy_sums_signed(records, capacity, from, which)
         .and_then(|(a, busy)| (a > 0.0).then(|| (Rate(a.round() as u64), busy)))
 }
 
@@ -339,7 +339,8 @@ pub const CATCH_UP: f64 = 0.5;
 /// train (67 packets, 1.6 ms) is still being given back when the train ends: its busy reading
 /// took the stall for cross traffic and read `A₀` far too low. A burst of real cross traffic
 /// rises as abruptly, but the gaps after it are the FIFO's, never shorter than their packets'
-/// serialisation: it is kept.
+/// serialisation: it is kept. In neither paper (PathQuick and pathChirp assume a FIFO path);
+/// the two-gap window, the two catch-up gaps and [`CATCH_UP`] are ours.
 fn stall_gaps(gaps: &[Gap], capacity: Rate) -> Vec<bool> {
     let c = capacity.bps() as f64 / 1e9;
     let caught_up = |g: &Gap| g.d < CATCH_UP * g.bits / c;

@@ -167,10 +167,7 @@ impl Path {
         // Held by a stall, or behind packets the box is still sending back to back.
         let held = stalls.stalled_until(due);
         let behind = self.catching_up.map(|last| last + CATCH_UP_SEND_GAP).filter(|&next| next > due);
-        let release = match (held, behind) {
-            (None, None) => due,
-            (end, next) => end.unwrap_or(due).max(next.unwrap_or(0.0)),
-        };
+        let release = held.unwrap_or(due).max(behind.unwrap_or(due));
         self.catching_up = (release > due).then_some(release);
         Some(release)
     }
@@ -760,4 +757,30 @@ fn with_catch_up_a_stall_holds_the_packets_due_and_the_box_sends_them_back_to_ba
     // 3 s with about three stalls: the packets due in them, and those behind them, went out
     // 2 µs apart (34 of them with these seeds).
     assert!(fast >= 3 && later >= fast, "{fast} sent back to back, {later} held");
+}
+
+#[test]
+fn with_catch_up_the_packets_due_in_a_stall_leave_at_its_end_back_to_back() {
+    // One stall, 10–11 ms; 20 packets of 1,500 B (24 µs at 500 Mbit/s) reach the idle link
+    // 1 µs apart from 9.9 ms, so they are due every 24 µs from 9.924 ms. The first four are due
+    // before the stall and leave then; the other 16 are due within it and leave at its end,
+    // `CATCH_UP_SEND_GAP` apart. A packet due long after is on the schedule again.
+    let stall = Stalls {
+        rate: 1.0,
+        shortest: 1e-3,
+        longest: 1e-3,
+        rng: Rng::new(1),
+        started: VecDeque::from([(0.010, 0.011)]),
+        next_start: f64::INFINITY,
+        catch_up: true,
+    };
+    let mut path = Path::new(500e6, 0.0, 5000, 0.0, 1).with_stalls(Some(stall));
+    for k in 0..20 {
+        let release = path.send(0.0099 + k as f64 * 1e-6, 12_000.0).unwrap();
+        let due = 0.0099 + (k + 1) as f64 * 24e-6;
+        let expected = if k < 4 { due } else { 0.011 + (k - 4) as f64 * CATCH_UP_SEND_GAP };
+        assert!((release - expected).abs() < 1e-12, "packet {k}: {release} for {expected}");
+    }
+    let later = path.send(0.020, 12_000.0).unwrap();
+    assert!((later - 0.020024).abs() < 1e-12, "{later}");
 }
