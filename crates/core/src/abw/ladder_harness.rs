@@ -341,6 +341,32 @@ fn med_p90(v: &[f64]) -> (f64, f64) {
     (q(0.5), q(0.9))
 }
 
+/// The paths the goals name: capacity (bit/s), one-way delay (s), buffer (packets).
+const GRID_PATHS: [(f64, f64, usize); 3] = [(10e6, 0.010, 100), (100e6, 0.005, 1000), (500e6, 0.005, 5000)];
+
+/// A path off the goals' grid for `LADDER_C=mbps` (a user's path is rarely 10, 100 or
+/// 500 Mbit/s): that capacity, 10 ms each way, and the buffer of the grid path whose capacity
+/// is nearest in ratio (100 packets up to about 32 Mbit/s, 1,000 up to about 224, 5,000 above).
+/// `None` for a grid capacity (it runs as itself) or a rate outside 0.5–500 Mbit/s (the top).
+fn off_grid_path(mbps: f64) -> Option<(f64, f64, usize)> {
+    let c = mbps * 1e6;
+    if GRID_PATHS.iter().any(|p| p.0 == c) || !(0.5..=500.0).contains(&mbps) {
+        return None;
+    }
+    let nearest = GRID_PATHS.iter().min_by(|a, b| (c / a.0).ln().abs().total_cmp(&(c / b.0).ln().abs()))?;
+    Some((c, 0.010, nearest.2))
+}
+
+#[test]
+fn an_off_grid_capacity_takes_the_buffer_of_the_nearest_grid_path() {
+    assert_eq!(off_grid_path(1.0), Some((1e6, 0.010, 100)));
+    assert_eq!(off_grid_path(30.0), Some((30e6, 0.010, 100)));
+    assert_eq!(off_grid_path(40.0), Some((40e6, 0.010, 1000)));
+    assert_eq!(off_grid_path(250.0), Some((250e6, 0.010, 5000)));
+    assert_eq!(off_grid_path(100.0), None);
+    assert_eq!(off_grid_path(0.1), None);
+}
+
 #[test]
 #[ignore]
 fn ladder_harness() {
@@ -352,7 +378,8 @@ fn ladder_harness() {
         Some(_) => None,
         None => Some(super::autorange::COARSE_SIGMA),
     };
-    // LADDER_C: one path only, by its capacity in Mbit/s (10, 100, or 500, which runs only then).
+    // LADDER_C: one path only, by its capacity in Mbit/s (10, 100, or 500, which runs only then;
+    // any other rate runs a path of that capacity, [`off_grid_path`]).
     let only: Option<f64> = std::env::var("LADDER_C").ok().and_then(|s| s.parse().ok());
     // LADDER_SIGMA: the fine train's target σ (`AutoRange::with_target_sigma`; default TARGET_SIGMA).
     let target_sigma: Option<f64> = std::env::var("LADDER_SIGMA").ok().and_then(|s| s.parse().ok());
@@ -384,7 +411,7 @@ fn ladder_harness() {
     println!("stalls catch up: {catch_up} (LADDER_STALL_CATCH_UP)");
     // The 500 Mbit/s path (the top rate, the testbed's 5,000-packet buffer) runs only
     // when asked for (`LADDER_C=500`).
-    for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000), (500e6, 0.005, 5000)] {
+    for (c, delay, buffer) in GRID_PATHS.into_iter().chain(only.and_then(off_grid_path)) {
         if only.map_or(c > 100e6, |o| o * 1e6 != c) {
             continue;
         }
