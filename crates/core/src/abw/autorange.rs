@@ -989,7 +989,8 @@ impl Ladder {
                 Ok(Some(self.plan.fine_from_readings(design, read, without_stalls)?))
             }
             _ if this == self.first && c.bps().saturating_mul(2) < design.b_max().bps() => {
-                let coarse = self.coarse_around(design, c)?;
+                let top = if c.bps() * 2 <= design.b_min().bps() { design.b_min() } else { Rate(c.bps() * 2) };
+                let coarse = self.plan.coarse(top)?;
                 // The first train's overrun only for the wide train, whose queue bound refuses
                 // it on short round trips (issue 19 session 14: at RTT 100 ms and 90 % load an
                 // overrun of the first train's 1.6 ms paid the coarse train's round trip).
@@ -1010,26 +1011,6 @@ impl Ladder {
             },
             _ => Ok(None),
         }
-    }
-
-    /// The coarse train after an unsure first train `first` on a path of capacity `c`: topped
-    /// at `2·C`, or the next rung down (topped at `first`'s `B_min`) when that covers `2·C` —
-    /// unless the rung's whole range lies above `C`. Then every packet of the rung queues, and
-    /// its bytes take longer to cross the link than the train topped at `2·C` lasts: at
-    /// 1 Mbit/s the rung's 67 packets (about 52 KB, 1.1–23.3 Mbit/s) take 0.4 s, the 2 Mbit/s
-    /// train's 35 (about 27 KB) 0.2 s. Between the rung's bottom and half its top the rung stays
-    /// (the packet-level harness at 1.5 Mbit/s and 60 % load put more estimates over the time
-    /// budget with the `2·C` train: docs/results.md, issue 19 session 26).
-    fn coarse_around(&self, first: &QuickDesign, c: Rate) -> Result<QuickDesign, DesignError> {
-        let two_c = Rate(c.bps().saturating_mul(2));
-        if two_c > first.b_min() {
-            return self.plan.coarse(two_c);
-        }
-        let rung = self.plan.coarse(first.b_min())?;
-        if c < rung.b_min() {
-            return self.plan.coarse(two_c);
-        }
-        Ok(rung)
     }
 
     /// The first train's reading `a0 ± spread` was not sure, and the ladder would send
@@ -1398,45 +1379,6 @@ mod tests {
         assert_eq!(l.on_verdict(&fine, &e, &fr).unwrap(), LadderStep::Answer(2));
         let Some(Outcome::Estimate(a)) = l.refined() else { panic!("{:?}", l.refined()) };
         assert!((a.as_mbps() - 7.0).abs() < 0.2, "{a}");
-    }
-
-    #[test]
-    fn below_the_rung_under_the_first_train_the_next_coarse_train_is_topped_at_twice_the_capacity() {
-        // The first coarse train on an idle link of capacity `c` (every gap busy, dispersed at
-        // C), judged "below range": the next coarse train's design.
-        let next_after_first = |c_bps: f64| {
-            let mut l = Ladder::from_plan(planner(), 0.2);
-            let LadderStep::Train { design: c1, .. } = l.first().unwrap() else { panic!() };
-            let mut free = 0.0f64;
-            let recs: Vec<ProbeRecord> = c1
-                .schedule()
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    free = free.max(p.offset.0 as f64) + p.size.0 as f64 * 8e9 / c_bps;
-                    ProbeRecord {
-                        index: i as u32,
-                        send_time: crate::units::Time(p.offset.0),
-                        recv_time: Some(crate::units::Time(free as u64)),
-                        size: p.size,
-                    }
-                })
-                .collect();
-            let below = estimate_of(Outcome::BelowRange { at_most: c1.b_min() }, c1.n, 0);
-            let LadderStep::Train { design: c2, .. } = l.on_verdict(&c1, &below, &recs).unwrap() else { panic!() };
-            (c1, c2)
-        };
-        // 10 Mbit/s: the rung below the first train (topped at its B_min) covers 2·C and holds C.
-        let (c1, rung) = next_after_first(10e6);
-        assert!((rung.b_max().as_mbps() / c1.b_min().as_mbps() - 1.0).abs() < 0.02, "{rung:?}");
-        assert!(rung.b_min().as_mbps() < 10.0);
-        // 1 Mbit/s lies below that rung's bottom: every packet of it would queue, 52 KB taking
-        // 0.4 s to cross. The train topped at 2·C instead, over sooner at C.
-        let (_, two_c) = next_after_first(1e6);
-        assert!((two_c.b_max().as_mbps() - 2.0).abs() < 0.05, "{two_c:?}");
-        assert!(rung.b_min().as_mbps() > 1.0, "{rung:?}");
-        let over = |d: &QuickDesign| d.train_length().max(d.bytes().time_at(Rate::from_mbps(1))).as_secs_f64();
-        assert!(over(&two_c) < 0.25 && over(&rung) > 0.4, "{} {}", over(&two_c), over(&rung));
     }
 
     #[test]
