@@ -14,6 +14,9 @@
 //! ("wall") runs from the first START to the answer, with the waits between trains; the next
 //! estimate starts 300 ms later (the bench's `--pause`), or after the backlog of an answer train
 //! that lost packets ([`Ladder::backlog_drain`]) when that is longer.
+//!
+//! `LADDER_C` runs one path: 10, 100 or 500 Mbit/s as the goals name them, or any other capacity
+//! of 0.5–500 Mbit/s (`off_grid_path`; issue 19 session 26 mapped 1–300 Mbit/s with it).
 
 use std::collections::VecDeque;
 
