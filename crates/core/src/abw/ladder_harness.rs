@@ -525,7 +525,7 @@ fn fine_alone() {
     let cfg = client_estimator();
     // LADDER_C as in `ladder_harness`: one path only; 500 Mbit/s runs only when asked for.
     let only: Option<f64> = std::env::var("LADDER_C").ok().and_then(|s| s.parse().ok());
-    for (c, delay, buffer) in [(10e6, 0.010, 100), (100e6, 0.005, 1000), (500e6, 0.005, 5000)] {
+    for (c, delay, buffer) in GRID_PATHS {
         if only.map_or(c > 100e6, |o| o * 1e6 != c) {
             continue;
         }
