@@ -277,7 +277,7 @@ pub fn reading_spread(a0: Rate, c: Rate, busy: Dur) -> Rate {
 /// `C` at 10 Mbit/s (RTT 20 ms) and 3.4 / 8.0 → 2.3 / 5.8 % (RTT 100 ms); the price is the
 /// train's length (the median estimate there 431 → 675 and 667 → 916 ms). The floor: sized for
 /// `A₀ − σ₀` alone, a reading far above `A` at 90 % load (`A₀` = 3.8 Mbit/s for `A` = 1 at
-/// 10 Mbit/s) made a fine train of 0.8–1 s that overflowed the 100-packet buffer and was
+/// 10 Mbit/s) made a fine train of 0.7–1 s that overflowed the 100-packet buffer and was
 /// retried (estimates over the time budget 17 → 39 of 600).
 pub fn sized_for(a0: Rate, spread: Rate, capacity: Option<Rate>) -> Rate {
     match capacity {
@@ -409,9 +409,9 @@ impl AutoRange {
         self.fine_over_sized(a0, a0, lo, b_max)
     }
 
-    /// [`AutoRange::fine_over`] busy for the window an available bandwidth `sized_for` asks
+    /// [`AutoRange::fine_over`] busy for the window an available bandwidth `sized` asks
     /// ([`sized_for`]), its busy share still reckoned from `a0`.
-    fn fine_over_sized(&self, a0: Rate, sized_for: Rate, lo: Rate, b_max: Rate) -> Result<QuickDesign, DesignError> {
+    fn fine_over_sized(&self, a0: Rate, sized: Rate, lo: Rate, b_max: Rate) -> Result<QuickDesign, DesignError> {
         // Eq. 5: the spacing that sends the largest packet at B_max.
         let t_quick = self.largest.time_at(b_max).as_secs_f64();
         let (hi, a) = (b_max.bps() as f64, (a0.bps() as f64).min(b_max.bps() as f64));
@@ -421,7 +421,7 @@ impl AutoRange {
         // Busy for (B_max − A₀)/(B_max − B_min) of its length; at least a third.
         let busy_share = ((hi - a) / (hi - lo)).max(1.0 / 3.0);
         let window =
-            self.capacity.map_or_else(|| busy_window(sized_for, self.sigma), |c| fine_window(sized_for, c, self.sigma));
+            self.capacity.map_or_else(|| busy_window(sized, self.sigma), |c| fine_window(sized, c, self.sigma));
         let length = (window.as_secs_f64() / busy_share).min(MAX_FINE_LENGTH.as_secs_f64());
         // Eqs. 1 and 2: ΔP = (P_N − P_1)·T_quick/T_train, at most the paper's.
         let span = self.largest.0.saturating_sub(p_1.0) as f64;
