@@ -182,6 +182,9 @@
 //! - The coarse train is a PathQuick train too (equal spacing, growing sizes), not a
 //!   packet-pair or a chirp, so the same estimator judges it.
 //! - The factor 2 of the fine range, the coarse `N` and the ladder depth are ours, stated above.
+//! - The margin of the fine train's length against its reading ([`sized_for`]: one spread of
+//!   cross traffic more than read, at most `3C/4`) is ours: the paper sizes its train by hand,
+//!   and the length rule above is ours too.
 //! - The fine train's lower end `A₀/2`, the target σ = [`TARGET_SIGMA`] of the capacity and the
 //!   cross packet [`CROSS_PACKET`] = 1,500 B (the MTU: smaller cross packets average out faster,
 //!   so the rule is conservative for them) are ours; the paper fixes the range by hand and `ΔP`
